@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cpu.c - run-time CPU feature probes for the SIMD codec variants.
+ *
+ * __builtin_cpu_supports() reads CPUID and checks that the OS saves the
+ * wider registers (XGETBV), so a variant is only chosen where it can run.
+ * GRADWIRE_FORCE_GENERIC is not read here: plugin/ owns the environment.
+ */
+#include "codec_impl.h"
+
+int gw_cpu_avx2(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+	       __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma");
+#else
+	return 0;
+#endif
+}
+
+int gw_cpu_avx512(void)
+{
+#if defined(__x86_64__)
+	return gw_cpu_avx2() && __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512dq");
+#else
+	return 0;
+#endif
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * payload.c - the self-describing payload around a codec section.
+ *
+ *  0      1      2      3      4             8                16
+ *  +------+------+------+------+-------------+----------------+
+ *  | ver  | id   | dtype| flags| reserved=0  | n (u64)        |
+ *  +------+------+------+------+-------------+----------------+
+ * 16                       24
+ *  | section length (u64)  |
+ *  +-----------------------+
+ *  [if flags & NONFINITE, 16 bytes:
+ *     index u64 (< n) | value bits u32 (NaN or Inf) | reserved u32 = 0]
+ *  section (codec parameters + data): exactly `section length` bytes
+ *
+ * All fields little-endian. Nothing may follow the section. The NONFINITE
+ * record carries the first NaN/Inf of the encoded tensor so that every codec,
+ * even one whose format cannot represent it (int8, top-k), delivers a tensor
+ * in which the receiver's overflow check still fires; the decoder writes the
+ * value at its index after the codec's own decode.
+ *
+ * The parser trusts nothing: every field is range-checked before use and the
+ * codec's decoder checks the section against n before it writes a byte.
+ */
+#include "codec_impl.h"
+
+size_t gw_payload_bound(const struct gw_codec *c, uint64_t n)
+{
+	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + c->ops->bound(c, n);
+}
+
+ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
+			  const float *x, const float *res, float *res_out,
+			  uint64_t n, void *out, size_t cap)
+{
+	struct gw_enc_info info = { 0 };
+	size_t hdr = GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC;
+	uint8_t *o = out;
+	ssize_t len;
+
+	if (!gw_enc_args_ok(x, res, res_out, n) || !out)
+		return -EINVAL;
+	if (cap < hdr)
+		return -ENOSPC;
+	/* Encode after room for the optional record; close the gap after. */
+	len = c->ops->encode(c, state, scratch, x, res, res_out, n, o + hdr,
+			     cap - hdr, &info);
+	if (len < 0)
+		return len;
+	o[0] = GW_PAYLOAD_VERSION;
+	o[1] = c->ops->id;
+	o[2] = GW_DTYPE_F32;
+	o[3] = (uint8_t)info.flags;
+	gw_put32(o + 4, 0);
+	gw_put64(o + 8, n);
+	gw_put64(o + 16, (uint64_t)len);
+	if (info.flags & GW_PF_NONFINITE) {
+		gw_put64(o + 24, info.nonfinite_index);
+		gw_put32(o + 32, info.nonfinite_bits);
+		gw_put32(o + 36, 0);
+		return (ssize_t)hdr + len;
+	}
+	memmove(o + GW_PAYLOAD_HDR, o + hdr, (size_t)len);
+	return GW_PAYLOAD_HDR + len;
+}
+
+int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
+{
+	const uint8_t *b = buf;
+	size_t off = GW_PAYLOAD_HDR;
+
+	if (!b || len < GW_PAYLOAD_HDR)
+		return -EBADMSG;
+	p->version = b[0];
+	p->id = b[1];
+	p->dtype = b[2];
+	p->flags = b[3];
+	if (p->version != GW_PAYLOAD_VERSION)
+		return -EPROTONOSUPPORT;
+	if (p->dtype != GW_DTYPE_F32 || (p->flags & ~GW_PF_KNOWN) ||
+	    gw_get32(b + 4) != 0)
+		return -EBADMSG;
+	p->n = gw_get64(b + 8);
+	if (p->n > GW_MAX_ELEMS)
+		return -EBADMSG;
+	p->nonfinite_index = 0;
+	p->nonfinite_bits = 0;
+	if (p->flags & GW_PF_NONFINITE) {
+		if (len - off < GW_PAYLOAD_NONFINITE_REC)
+			return -EBADMSG;
+		p->nonfinite_index = gw_get64(b + off);
+		p->nonfinite_bits = gw_get32(b + off + 8);
+		if (p->nonfinite_index >= p->n ||
+		    !gw_nonfinite(gw_u2f(p->nonfinite_bits)) ||
+		    gw_get32(b + off + 12) != 0)
+			return -EBADMSG;
+		off += GW_PAYLOAD_NONFINITE_REC;
+	}
+	if (gw_get64(b + 16) != len - off)
+		return -EBADMSG;
+	p->section = b + off;
+	p->section_len = len - off;
+	p->ops = gw_codec_find_id(p->id);
+	if (!p->ops)
+		return -EPROTONOSUPPORT;
+	return 0;
+}
+
+static int decode(const void *buf, size_t len, float *y, uint64_t n, int add)
+{
+	struct gw_payload p;
+	int rc = gw_payload_parse(buf, len, &p);
+
+	if (rc)
+		return rc;
+	if (p.n != n || (n && !y))
+		return -EBADMSG;
+	rc = add ? p.ops->decode_add(p.section, p.section_len, n, y)
+		 : p.ops->decode(p.section, p.section_len, n, y);
+	if (rc)
+		return rc;
+	if (p.flags & GW_PF_NONFINITE) {
+		float v = gw_u2f(p.nonfinite_bits);
+
+		y[p.nonfinite_index] = add ? y[p.nonfinite_index] + v : v;
+	}
+	return 0;
+}
+
+int gw_payload_decode(const void *buf, size_t len, float *y, uint64_t n)
+{
+	return decode(buf, len, y, n, 0);
+}
+
+int gw_payload_decode_add(const void *buf, size_t len, float *acc, uint64_t n)
+{
+	return decode(buf, len, acc, n, 1);
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* tutil.c - see tutil.h. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tutil.h"
+
+int tu_run(const char *suite, CU_TestInfo *tests)
+{
+	CU_SuiteInfo suites[] = {
+		{ (char *)suite, NULL, NULL, NULL, NULL, tests },
+		CU_SUITE_INFO_NULL,
+	};
+	unsigned fails;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 2;
+	if (CU_register_suites(suites) != CUE_SUCCESS)
+		return 2;
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
+
+void tu_skip(const char *why)
+{
+	printf("SKIP: %s\n", why);
+	fflush(stdout);
+	exit(77);
+}
+
+static uint64_t sm64(uint64_t *s)
+{
+	uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+void tu_fill(float *x, uint64_t n, uint64_t seed)
+{
+	uint64_t s = seed;
+
+	for (uint64_t i = 0; i < n; i++) {
+		float u = 0;
+
+		for (int j = 0; j < 4; j++)
+			u += (float)(sm64(&s) >> 40) * 0x1p-24f;
+		x[i] = (u - 2.0f) * 1.7320508f;
+	}
+}
+
+void tu_fill_seed(float *x, uint64_t n)
+{
+	tu_fill(x, n, UINT64_C(0x5EED000000000001) ^ n);
+}
+
+void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite)
+{
+	uint64_t s = seed;
+
+	tu_fill(x, n, seed);
+	for (uint64_t i = 0; i < n; i++) {
+		switch (sm64(&s) % 16) {
+		case 0: x[i] = 0.0f; break;
+		case 1: x[i] = -0.0f; break;
+		case 2: x[i] = 1.0f; break;	/* ties */
+		case 3: x[i] = -1.0f; break;
+		case 4: x[i] = 1e-40f; break;	/* subnormal */
+		case 5: x[i] = (float)(sm64(&s) % 1000) * 1e3f; break;
+		default: break;
+		}
+	}
+	if (nonfinite && n) {
+		x[n / 3] = NAN;
+		x[n / 2] = INFINITY;
+		x[n - 1] = -INFINITY;
+	}
+}
+
+void *tu_alloc(size_t bytes)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64))
+		abort();
+	memset(p, 0, bytes ? bytes : 1);
+	return p;
+}

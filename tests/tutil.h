@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tutil.h - shared helpers of the CUnit test programs.
+ *
+ * tu_run() registers one suite per program (named after the module it
+ * tests), runs it in CUnit's basic mode and turns failures into exit 1.
+ * tu_skip() exits 77 (meson's "skipped") after saying why, so a test that
+ * cannot run here never passes silently.
+ */
+#ifndef GW_TUTIL_H
+#define GW_TUTIL_H
+
+#include <CUnit/CUnit.h>
+#include <stdint.h>
+#include <stddef.h>
+
+int tu_run(const char *suite, CU_TestInfo *tests);
+_Noreturn void tu_skip(const char *why);
+
+/* The seed benchmark's input: SplitMix64 seeded 0x5EED000000000001 ^ n,
+ * u = (next >> 40) * 2^-24, x = (u1 + u2 + u3 + u4 - 2) * 1.7320508. */
+void tu_fill_seed(float *x, uint64_t n);
+/* Deterministic N(0,1)-like data from any seed (same recipe). */
+void tu_fill(float *x, uint64_t n, uint64_t seed);
+/* Awkward data: zeros (both signs), ties, subnormals, huge values, and
+ * (if nonfinite) a NaN and infinities at fixed places. */
+void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite);
+/* 64-byte aligned zeroed allocation that aborts on failure; free() it. */
+void *tu_alloc(size_t bytes);
+
+#endif
