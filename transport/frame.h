@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * frame.h - the frame every transport message travels in.
+ *
+ *  0         4      5      6      7      8          12         16
+ *  +---------+------+------+------+------+----------+----------+
+ *  | "GWF1"  | ver  | kind | mac  | flags| slot u32 | rsvd = 0 |
+ *  +---------+------+------+------+------+----------+----------+
+ * 16                  24                  32
+ *  | seq u64          | body length u64  | body ... | tag |
+ *  +------------------+------------------+----------+-----+
+ *
+ * kind: GW_FRAME_TENSOR (the body is a codec payload, codec/payload.c) or
+ * GW_FRAME_BYTES (exact bytes). mac: the connection's negotiated algorithm;
+ * the tag (gw_mac_tag_len(mac) bytes, none when off) covers the sequence
+ * number, the header and the body, under the sending direction's session key.
+ * flags: bit 0 LOSSY (the sender allowed a lossy codec); others reserved 0.
+ *
+ * The receiver knows which (slot, seq) it posted for and which MAC the
+ * connection uses; it verifies the tag FIRST, then every header field.
+ */
+#ifndef GW_FRAME_H
+#define GW_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "mac.h"
+
+#define GW_FRAME_MAGIC 0x31465747u	/* "GWF1" little-endian */
+#define GW_FRAME_VERSION 1
+#define GW_FRAME_HDR 32
+
+enum gw_frame_kind {
+	GW_FRAME_TENSOR = 1,
+	GW_FRAME_BYTES = 2,
+};
+
+#define GW_FRAME_F_LOSSY 0x01u
+
+struct gw_frame_hdr {
+	uint8_t kind;
+	uint8_t flags;
+	uint32_t slot;
+	uint64_t seq;
+	uint64_t len;	/* body bytes */
+};
+
+/** gw_frame_bound() - frame bytes for a body of body_len under alg. */
+size_t gw_frame_bound(size_t body_len, enum gw_mac_alg alg);
+
+/**
+ * gw_frame_seal() - complete a frame whose body the caller already wrote at
+ * frame + GW_FRAME_HDR (h->len bytes): write the header and append the tag.
+ * @m: the sending direction's MAC, or NULL when alg is GW_MAC_NONE.
+ * Return: total frame bytes, -ENOSPC, -EINVAL, -EIO.
+ */
+ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
+		      const struct gw_frame_hdr *h, uint8_t *frame, size_t cap);
+
+/**
+ * gw_frame_open() - authenticate and parse a hostile frame of len bytes.
+ * @m, @alg: the receiving direction's MAC and the connection's algorithm.
+ * @want_slot, @want_seq: what this receive was posted for.
+ * On success h is filled and *body points into frame.
+ * Return: 0; -EBADMSG (short, bad MAC, bad field); -EPROTO (wrong slot or a
+ * replayed / reordered sequence number); -EPROTONOSUPPORT (version).
+ */
+int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
+		  size_t len, uint32_t want_slot, uint64_t want_seq,
+		  struct gw_frame_hdr *h, const uint8_t **body);
+
+#endif
