@@ -323,6 +323,73 @@ int gw_codec_parse(const char *spec, struct gw_codec *c, char *err,
 	}
 }
 
+int gw_codec_list_parse(const char *list, struct gw_codec *out, int max,
+			char *err, size_t errlen)
+{
+	char spec[256];
+	const char *s = list;
+	int n = 0;
+
+	if (!list || !*list) {
+		snprintf(err, errlen, "empty codec list");
+		return -EINVAL;
+	}
+	while (*s) {
+		const char *e = s;
+		size_t len;
+		int rc;
+
+		/* Extend over ",key=value" tokens that belong to this codec. */
+		for (;;) {
+			const char *c = strchr(e, ',');
+			const char *next = c ? c + 1 : NULL;
+			size_t tl;
+
+			if (!c) {
+				e += strlen(e);
+				break;
+			}
+			tl = strcspn(next, ",");
+			if (memchr(next, '=', tl) && !memchr(next, ':', tl)) {
+				e = next;
+				continue;
+			}
+			e = c;
+			break;
+		}
+		len = (size_t)(e - s);
+		if (len >= sizeof(spec)) {
+			snprintf(err, errlen, "codec spec too long: '%.40s...'", s);
+			return -EINVAL;
+		}
+		if (n == max) {
+			snprintf(err, errlen, "more than %d codecs in '%s'", max, list);
+			return -EINVAL;
+		}
+		memcpy(spec, s, len);
+		spec[len] = '\0';
+		rc = gw_codec_parse(spec, &out[n], err, errlen);
+		if (rc)
+			return rc;
+		for (int i = 0; i < n; i++) {
+			if (out[i].ops->id == out[n].ops->id) {
+				snprintf(err, errlen, "codec '%s' listed twice in '%s'",
+					 out[n].ops->name, list);
+				return -EINVAL;
+			}
+		}
+		n++;
+		if (!*e)
+			break;
+		s = e + 1;
+		if (!*s) {
+			snprintf(err, errlen, "codec list '%s' ends with a comma", list);
+			return -EINVAL;
+		}
+	}
+	return n;
+}
+
 ssize_t gw_codec_format(const struct gw_codec *c, char *buf, size_t len)
 {
 	size_t o;

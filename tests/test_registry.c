@@ -156,6 +156,36 @@ static void test_parse(void)
 	expect_err("int8:rounding=up", "nearest stochastic");
 }
 
+static void test_list(void)
+{
+	struct gw_codec c[4];
+	char err[256];
+
+	CU_ASSERT_EQUAL(gw_codec_list_parse("topk:ratio=0.05,int8:bucket=256,"
+					    "rounding=stochastic,none", c, 4,
+					    err, sizeof(err)), 3);
+	CU_ASSERT_EQUAL(c[0].ops->id, GW_CODEC_TOPK);
+	CU_ASSERT_DOUBLE_EQUAL(c[0].p.ratio, 0.05, 0);
+	CU_ASSERT_EQUAL(c[1].ops->id, GW_CODEC_INT8);
+	CU_ASSERT_EQUAL(c[1].p.bucket, 256);
+	CU_ASSERT_EQUAL(c[1].p.rounding, GW_ROUND_STOCHASTIC);
+	CU_ASSERT_EQUAL(c[2].ops->id, GW_CODEC_NONE);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16", c, 4, err, sizeof(err)), 1);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("", c, 4, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,", c, 4, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "ends with a comma"));
+	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,bf16,fp16", c, 4, err, sizeof(err)),
+			-EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "twice"));
+	CU_ASSERT_EQUAL(gw_codec_list_parse("none,fp16,bf16,int8,topk", c, 4, err,
+					    sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,zstd", c, 4, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown codec 'zstd'"));
+	CU_ASSERT_EQUAL(gw_codec_list_parse("topk:ratio=2,none", c, 4, err, sizeof(err)),
+			-EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "ratio"));
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
@@ -163,6 +193,7 @@ int main(void)
 		{ "table check rejects bad entries", test_table_rejects },
 		{ "find by name, id, impl", test_find },
 		{ "spec parser", test_parse },
+		{ "preference lists", test_list },
 		CU_TEST_INFO_NULL,
 	};
 	return tu_run("registry", tests);

@@ -201,6 +201,16 @@ GW_API int gw_codec_parse(const char *spec, struct gw_codec *c,
 			  char *err, size_t errlen);
 
 /**
+ * gw_codec_list_parse() - parse a preference list such as
+ * "topk:ratio=0.01,int8:bucket=256,rounding=stochastic,none": after a comma,
+ * a token holding '=' is another key of the codec before it, anything else
+ * starts the next codec. A codec named twice is an error.
+ * Return: the number of codecs (1..max), or -EINVAL with a message in err.
+ */
+GW_API int gw_codec_list_parse(const char *list, struct gw_codec *out, int max,
+			       char *err, size_t errlen);
+
+/**
  * gw_codec_init() - configure ops with its default parameters.
  */
 GW_API void gw_codec_init(struct gw_codec *c, const struct gw_codec_ops *ops);
