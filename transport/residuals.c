@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * residuals.c - the per-(peer, slot) residual store (residuals.h).
+ *
+ * An open-addressing hash table of entry pointers keyed by (peer, slot),
+ * grown at half load. Entries are heap objects so pointers handed out stay
+ * valid while the table grows.
+ *
+ * Checkpoint file, little-endian:
+ *   "GWRS" | u32 version (1) | u64 entries
+ *   entries x { u32 peer | u32 slot | u64 n | u8 codec id | 3 x u8 0 |
+ *               u32 state_len (<= 1 MiB) | n x f32 residual | state }
+ *   SHA-256 of everything before it (32 bytes)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/evp.h>
+#include "residuals.h"
+
+#define RS_MAGIC 0x53525747u	/* "GWRS" */
+#define RS_VERSION 1
+#define RS_STATE_MAX (1u << 20)
+
+struct gw_rs {
+	struct gw_rs_entry **slots;
+	size_t cap, count;
+	uint64_t resets;
+};
+
+static uint64_t hash(uint32_t peer, uint32_t slot)
+{
+	uint64_t k = ((uint64_t)peer << 32 | slot) * UINT64_C(0x9E3779B97F4A7C15);
+
+	return k ^ (k >> 29);
+}
+
+int gw_rs_create(struct gw_rs **out)
+{
+	struct gw_rs *rs = calloc(1, sizeof(*rs));
+
+	if (!rs)
+		return -ENOMEM;
+	rs->cap = 16;
+	rs->slots = calloc(rs->cap, sizeof(*rs->slots));
+	if (!rs->slots) {
+		free(rs);
+		return -ENOMEM;
+	}
+	*out = rs;
+	return 0;
+}
+
+static void entry_free(struct gw_rs_entry *e)
+{
+	if (!e)
+		return;
+	gw_residual_fini(&e->res);
+	free(e->staged);
+	free(e->state);
+	free(e);
+}
+
+static void clear(struct gw_rs *rs)
+{
+	for (size_t i = 0; i < rs->cap; i++) {
+		entry_free(rs->slots[i]);
+		rs->slots[i] = NULL;
+	}
+	rs->count = 0;
+}
+
+void gw_rs_destroy(struct gw_rs *rs)
+{
+	if (!rs)
+		return;
+	clear(rs);
+	free(rs->slots);
+	free(rs);
+}
+
+static struct gw_rs_entry **find(struct gw_rs *rs, uint32_t peer, uint32_t slot)
+{
+	size_t i = hash(peer, slot) & (rs->cap - 1);
+
+	while (rs->slots[i] && (rs->slots[i]->peer != peer || rs->slots[i]->slot != slot))
+		i = (i + 1) & (rs->cap - 1);
+	return &rs->slots[i];
+}
+
+static int grow(struct gw_rs *rs)
+{
+	struct gw_rs_entry **old = rs->slots;
+	size_t ocap = rs->cap;
+
+	rs->slots = calloc(ocap * 2, sizeof(*rs->slots));
+	if (!rs->slots) {
+		rs->slots = old;
+		return -ENOMEM;
+	}
+	rs->cap = ocap * 2;
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i])
+			*find(rs, old[i]->peer, old[i]->slot) = old[i];
+	free(old);
+	return 0;
+}
+
+/* Give e room for n values and state_len bytes of state, all zero. */
+static int shape(struct gw_rs_entry *e, uint64_t n, size_t state_len, uint8_t id)
+{
+	float *staged = NULL;
+	uint8_t *state = NULL;
+	int rc;
+
+	if (n > SIZE_MAX / sizeof(float) || state_len > RS_STATE_MAX)
+		return -EINVAL;
+	if (n && !(staged = malloc((size_t)n * sizeof(float))))
+		return -ENOMEM;
+	if (state_len && !(state = calloc(1, state_len))) {
+		free(staged);
+		return -ENOMEM;
+	}
+	rc = gw_residual_prepare(&e->res, n);
+	if (rc < 0) {
+		free(staged);
+		free(state);
+		return rc;
+	}
+	gw_residual_reset(&e->res);
+	free(e->staged);
+	free(e->state);
+	e->staged = staged;
+	e->state = state;
+	e->state_len = state_len;
+	e->codec_id = id;
+	return 0;
+}
+
+int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
+	      const struct gw_codec *c, struct gw_rs_entry **out, int *reshaped)
+{
+	size_t state_len = gw_codec_state_size(c, n);
+	struct gw_rs_entry **pp, *e;
+	int rc;
+
+	*reshaped = 0;
+	if (n > GW_MAX_ELEMS)
+		return -EINVAL;
+	pp = find(rs, peer, slot);
+	e = *pp;
+	if (e && e->res.n == n && e->codec_id == c->ops->id &&
+	    e->state_len == state_len && (e->staged || !n)) {
+		*out = e;
+		return 0;
+	}
+	if (e && e->pending)
+		return -EBUSY;
+	if (!e) {
+		if ((rs->count + 1) * 2 > rs->cap) {
+			rc = grow(rs);
+			if (rc)
+				return rc;
+			pp = find(rs, peer, slot);
+		}
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		e->peer = peer;
+		e->slot = slot;
+		rc = shape(e, n, state_len, c->ops->id);
+		if (rc) {
+			free(e);
+			return rc;
+		}
+		*pp = e;
+		rs->count++;
+	} else {
+		rc = shape(e, n, state_len, c->ops->id);
+		if (rc)
+			return rc;
+		rs->resets++;
+		*reshaped = 1;
+	}
+	*out = e;
+	return 0;
+}
+
+void gw_rs_commit(struct gw_rs_entry *e)
+{
+	float *t = e->res.buf;
+
+	if (!e->pending)
+		return;
+	e->res.buf = e->staged;
+	e->staged = t;
+	e->pending = 0;
+}
+
+void gw_rs_abort(struct gw_rs_entry *e)
+{
+	e->pending = 0;
+}
+
+void gw_rs_reset(struct gw_rs *rs)
+{
+	for (size_t i = 0; i < rs->cap; i++) {
+		struct gw_rs_entry *e = rs->slots[i];
+
+		if (!e)
+			continue;
+		gw_residual_reset(&e->res);
+		if (e->state_len)
+			memset(e->state, 0, e->state_len);
+	}
+}
+
+size_t gw_rs_count(const struct gw_rs *rs)
+{
+	return rs->count;
+}
+
+uint64_t gw_rs_resets(const struct gw_rs *rs)
+{
+	return rs->resets;
+}
+
+/* ---- checkpoint files ---------------------------------------------------- */
+
+struct wr {
+	FILE *f;
+	EVP_MD_CTX *md;
+	int err;
+};
+
+static void wr(struct wr *w, const void *p, size_t len)
+{
+	if (w->err || !len)
+		return;
+	if (fwrite(p, 1, len, w->f) != len || !EVP_DigestUpdate(w->md, p, len))
+		w->err = -EIO;
+}
+
+int gw_rs_save(const struct gw_rs *rs, const char *path)
+{
+	struct wr w = { 0 };
+	uint8_t sum[32];
+	char tmp[4096];
+	uint32_t u32;
+	uint64_t u64;
+	int rc;
+
+	for (size_t i = 0; i < rs->cap; i++)
+		if (rs->slots[i] && rs->slots[i]->pending)
+			return -EBUSY;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	w.f = fopen(tmp, "wb");
+	if (!w.f)
+		return -errno;
+	w.md = EVP_MD_CTX_new();
+	if (!w.md || !EVP_DigestInit_ex(w.md, EVP_sha256(), NULL))
+		w.err = -ENOMEM;
+	u32 = RS_MAGIC;
+	wr(&w, &u32, 4);
+	u32 = RS_VERSION;
+	wr(&w, &u32, 4);
+	u64 = rs->count;
+	wr(&w, &u64, 8);
+	for (size_t i = 0; i < rs->cap; i++) {
+		const struct gw_rs_entry *e = rs->slots[i];
+		uint8_t id[4] = { 0 };
+
+		if (!e)
+			continue;
+		id[0] = e->codec_id;
+		wr(&w, &e->peer, 4);
+		wr(&w, &e->slot, 4);
+		wr(&w, &e->res.n, 8);
+		wr(&w, id, 4);
+		u32 = (uint32_t)e->state_len;
+		wr(&w, &u32, 4);
+		wr(&w, e->res.buf, (size_t)e->res.n * sizeof(float));
+		wr(&w, e->state, e->state_len);
+	}
+	if (!w.err && !EVP_DigestFinal_ex(w.md, sum, NULL))
+		w.err = -EIO;
+	if (!w.err && fwrite(sum, 1, 32, w.f) != 32)
+		w.err = -EIO;
+	EVP_MD_CTX_free(w.md);
+	rc = fclose(w.f) ? -EIO : w.err;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		remove(tmp);
+	return rc;
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t left;
+};
+
+static int rd(struct rd *r, void *out, size_t len)
+{
+	if (r->left < len)
+		return -EBADMSG;
+	memcpy(out, r->p, len);
+	r->p += len;
+	r->left -= len;
+	return 0;
+}
+
+int gw_rs_load(struct gw_rs *rs, const char *path)
+{
+	struct gw_rs *fresh = NULL;
+	uint8_t *buf = NULL, sum[32];
+	struct rd r;
+	uint32_t magic, version;
+	uint64_t count;
+	long size;
+	FILE *f;
+	int rc;
+
+	for (size_t i = 0; i < rs->cap; i++)
+		if (rs->slots[i] && rs->slots[i]->pending)
+			return -EBUSY;
+	f = fopen(path, "rb");
+	if (!f)
+		return -errno;
+	rc = -EIO;
+	if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+		goto out;
+	rc = -EBADMSG;
+	if (size < 16 + 32)
+		goto out;
+	rc = -ENOMEM;
+	buf = malloc((size_t)size);	/* bounded by the file, not its contents */
+	if (!buf)
+		goto out;
+	rc = -EIO;
+	if (fread(buf, 1, (size_t)size, f) != (size_t)size)
+		goto out;
+	rc = -EBADMSG;
+	if (!EVP_Digest(buf, (size_t)size - 32, sum, NULL, EVP_sha256(), NULL) ||
+	    memcmp(sum, buf + size - 32, 32))
+		goto out;
+	r.p = buf;
+	r.left = (size_t)size - 32;
+	if (rd(&r, &magic, 4) || rd(&r, &version, 4) || rd(&r, &count, 8) ||
+	    magic != RS_MAGIC || version != RS_VERSION || count > r.left / 24)
+		goto out;
+	rc = gw_rs_create(&fresh);
+	if (rc)
+		goto out;
+	for (uint64_t i = 0; i < count; i++) {
+		struct gw_rs_entry *e;
+		struct gw_codec c;
+		uint32_t peer, slot, state_len;
+		uint8_t id[4];
+		uint64_t n;
+		int reshaped;
+
+		rc = -EBADMSG;
+		if (rd(&r, &peer, 4) || rd(&r, &slot, 4) || rd(&r, &n, 8) ||
+		    rd(&r, id, 4) || rd(&r, &state_len, 4) || id[1] || id[2] ||
+		    id[3] || n > GW_MAX_ELEMS || n > r.left / sizeof(float) ||
+		    state_len > RS_STATE_MAX || !gw_codec_find_id(id[0]))
+			goto out;
+		gw_codec_init(&c, gw_codec_find_id(id[0]));
+		if (gw_codec_state_size(&c, n) != state_len ||
+		    *find(fresh, peer, slot))	/* a duplicate entry */
+			goto out;
+		rc = gw_rs_get(fresh, peer, slot, n, &c, &e, &reshaped);
+		if (rc)
+			goto out;
+		rc = -EBADMSG;
+		if (rd(&r, e->res.buf, (size_t)n * sizeof(float)) ||
+		    rd(&r, e->state, state_len))
+			goto out;
+		for (uint64_t j = 0; j < n; j++) {	/* residuals are finite */
+			uint32_t bits;
+
+			memcpy(&bits, &e->res.buf[j], 4);
+			if ((bits & 0x7f800000u) == 0x7f800000u)
+				goto out;
+		}
+	}
+	rc = r.left ? -EBADMSG : 0;
+	if (!rc) {	/* swap the contents in: all or nothing */
+		struct gw_rs t = *rs;
+
+		*rs = *fresh;
+		rs->resets = t.resets;
+		*fresh = t;
+	}
+out:
+	gw_rs_destroy(fresh);
+	free(buf);
+	fclose(f);
+	return rc;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * residuals.h - error-feedback state per (peer, slot).
+ *
+ * Each entry owns the committed residual, a staging buffer for the residual
+ * that the in-flight send will leave behind, and the codec's per-stream state
+ * (step counters). gw_rs_commit() swaps the staged residual in when the send
+ * completed; gw_rs_abort() drops it, so a failed send loses no gradient mass.
+ */
+#ifndef GW_RESIDUALS_H
+#define GW_RESIDUALS_H
+
+#include <stdint.h>
+#include "gradwire/codec.h"
+
+struct gw_rs;
+
+struct gw_rs_entry {
+	uint32_t peer, slot;
+	struct gw_residual res;	/* committed */
+	float *staged;		/* res.n values: what the pending send leaves */
+	uint8_t *state;		/* codec state, state_len bytes */
+	size_t state_len;
+	uint8_t codec_id;	/* the codec the state belongs to */
+	int pending;		/* a staged residual awaits commit or abort */
+};
+
+int gw_rs_create(struct gw_rs **out);
+void gw_rs_destroy(struct gw_rs *rs);
+
+/**
+ * gw_rs_get() - the entry of (peer, slot), shaped for n values of codec c.
+ * Created zeroed on first use. A different n (or codec) re-zeroes the
+ * residual and the state, counts a reset and says so through *reshaped, never
+ * truncating. An entry with a pending send cannot be reshaped (-EBUSY).
+ * Return: 0, -ENOMEM, -EBUSY, -EINVAL.
+ */
+int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
+	      const struct gw_codec *c, struct gw_rs_entry **e, int *reshaped);
+
+/** gw_rs_commit() - the send completed: the staged residual becomes current. */
+void gw_rs_commit(struct gw_rs_entry *e);
+/** gw_rs_abort() - the send failed: keep the old residual. */
+void gw_rs_abort(struct gw_rs_entry *e);
+
+/** gw_rs_reset() - zero every residual and codec state (shapes kept). */
+void gw_rs_reset(struct gw_rs *rs);
+
+/** gw_rs_count() - entries; gw_rs_resets() - reshapes seen so far. */
+size_t gw_rs_count(const struct gw_rs *rs);
+uint64_t gw_rs_resets(const struct gw_rs *rs);
+
+/**
+ * gw_rs_save() / gw_rs_load() - checkpoint every entry to a file and back.
+ * The file is checked like network input (magic, version, lengths, a SHA-256
+ * over the contents); loading replaces all entries, or none on error.
+ * Return: 0, -errno, -EBADMSG (corrupt), -EBUSY (a send is pending).
+ */
+int gw_rs_save(const struct gw_rs *rs, const char *path);
+int gw_rs_load(struct gw_rs *rs, const char *path);
+
+#endif
