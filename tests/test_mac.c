@@ -30,18 +30,19 @@ static void sign(enum gw_mac_alg alg, uint64_t seq, const uint8_t *d, size_t len
 				{ (void *)(d + len / 3), len - len / 3 } };
 
 	CU_ASSERT_EQUAL_FATAL(gw_mac_create(alg, key, &m), 0);
-	CU_ASSERT_EQUAL(gw_mac_sign(m, seq, iov, 2, tag), 0);
+	CU_ASSERT_EQUAL(gw_mac_sign(m, seq, 0x01020304, iov, 2, tag), 0);
 	gw_mac_destroy(m);
 }
 
 static void test_hmac_reference(void)
 {
-	uint8_t tag[32], want[32], *buf = malloc(8 + sizeof(data));
+	uint8_t tag[32], want[32], *buf = malloc(12 + sizeof(data));
 	unsigned wlen = 0;
 
 	le64(buf, 77);
-	memcpy(buf + 8, data, sizeof(data));
-	HMAC(EVP_sha256(), key, sizeof(key), buf, 8 + sizeof(data), want, &wlen);
+	memcpy(buf + 8, "\x04\x03\x02\x01", 4);	/* slot, little-endian */
+	memcpy(buf + 12, data, sizeof(data));
+	HMAC(EVP_sha256(), key, sizeof(key), buf, 12 + sizeof(data), want, &wlen);
 	sign(GW_MAC_HMAC_SHA256, 77, data, sizeof(data), tag);
 	CU_ASSERT_EQUAL(wlen, 32);
 	CU_ASSERT_EQUAL(memcmp(tag, want, 32), 0);
@@ -51,14 +52,14 @@ static void test_hmac_reference(void)
 
 static void test_gmac_reference(void)
 {
-	uint8_t tag[16], want[16], iv[12] = { 0 }, seq[8];
+	uint8_t tag[16], want[16], iv[12];
 	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
 	int outl;
 
-	le64(seq, 123456789);
-	memcpy(iv, seq, 8);
+	le64(iv, 123456789);				/* IV = seq || slot */
+	memcpy(iv + 8, "\x04\x03\x02\x01", 4);
 	CU_ASSERT_FATAL(EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv) == 1);
-	CU_ASSERT(EVP_EncryptUpdate(c, NULL, &outl, seq, 8) == 1);
+	CU_ASSERT(EVP_EncryptUpdate(c, NULL, &outl, iv, 12) == 1);
 	CU_ASSERT(EVP_EncryptUpdate(c, NULL, &outl, data, sizeof(data)) == 1);
 	CU_ASSERT(EVP_EncryptFinal_ex(c, want, &outl) == 1);
 	CU_ASSERT(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, want) == 1);
@@ -78,28 +79,34 @@ static void test_verify(void)
 		struct gw_mac *m, *m2;
 
 		CU_ASSERT_EQUAL_FATAL(gw_mac_create(algs[a], key, &m), 0);
-		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, &iov, 1, tag), 0);
-		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, &iov, 1, tag), 0);
+		uint8_t t2[GW_MAC_TAG_MAX];
+
+		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, 2, &iov, 1, tag), 0);
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 2, &iov, 1, tag), 0);
 		/* Many frames on one context: re-keying per frame works. */
 		for (uint64_t s = 6; s < 40; s++)
-			CU_ASSERT_EQUAL(gw_mac_sign(m, s, &iov, 1, tag + 0 * s), 0);
-		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, &iov, 1, tag), 0);
-		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, &iov, 1, tag), 0);
-		CU_ASSERT_EQUAL(gw_mac_verify(m, 6, &iov, 1, tag), -EBADMSG);	/* replay */
+			CU_ASSERT_EQUAL(gw_mac_sign(m, s, 2, &iov, 1, t2), 0);
+		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, 2, &iov, 1, t2), 0);
+		CU_ASSERT_EQUAL(memcmp(t2, tag, tl), 0);		/* deterministic */
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 2, &iov, 1, tag), 0);
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 6, 2, &iov, 1, tag), -EBADMSG);	/* replay */
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 3, &iov, 1, tag), -EBADMSG);	/* other slot */
+		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, 3, &iov, 1, t2), 0);
+		CU_ASSERT_NOT_EQUAL(memcmp(t2, tag, tl), 0);
 		for (size_t bit = 0; bit < 8 * 100; bit += 7) {
 			data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			CU_ASSERT_EQUAL(gw_mac_verify(m, 5, &iov, 1, tag), -EBADMSG);
+			CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 2, &iov, 1, tag), -EBADMSG);
 			data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
 		for (size_t bit = 0; bit < 8 * tl; bit++) {
 			tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			CU_ASSERT_EQUAL(gw_mac_verify(m, 5, &iov, 1, tag), -EBADMSG);
+			CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 2, &iov, 1, tag), -EBADMSG);
 			tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
 		memcpy(other, key, sizeof(other));
 		other[0] ^= 1;					/* another session */
 		CU_ASSERT_EQUAL_FATAL(gw_mac_create(algs[a], other, &m2), 0);
-		CU_ASSERT_EQUAL(gw_mac_verify(m2, 5, &iov, 1, tag), -EBADMSG);
+		CU_ASSERT_EQUAL(gw_mac_verify(m2, 5, 2, &iov, 1, tag), -EBADMSG);
 		gw_mac_destroy(m2);
 		gw_mac_destroy(m);
 	}

@@ -48,7 +48,8 @@ ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
 	if (m) {
 		iov.iov_base = frame;
 		iov.iov_len = GW_FRAME_HDR + h->len;
-		rc = gw_mac_sign(m, h->seq, &iov, 1, frame + GW_FRAME_HDR + h->len);
+		rc = gw_mac_sign(m, h->seq, h->slot, &iov, 1,
+				 frame + GW_FRAME_HDR + h->len);
 		if (rc)
 			return rc;
 	}
@@ -67,11 +68,11 @@ int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
 	if (!frame || len < GW_FRAME_HDR + tag)
 		return -EBADMSG;
 	if (m) {
-		/* The sequence number inside the MAC is the one we expect:
-		 * a replayed or reordered frame cannot verify. */
+		/* The (seq, slot) inside the MAC is the one we posted for:
+		 * a replayed, reordered or misrouted frame cannot verify. */
 		iov.iov_base = (void *)frame;
 		iov.iov_len = len - tag;
-		if (gw_mac_verify(m, want_seq, &iov, 1, frame + len - tag))
+		if (gw_mac_verify(m, want_seq, want_slot, &iov, 1, frame + len - tag))
 			return -EBADMSG;
 	}
 	if (get32(frame) != GW_FRAME_MAGIC)

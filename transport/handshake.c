@@ -286,7 +286,7 @@ static int verify_data(const struct gw_hs_result *r, const uint8_t *key,
 	rc = gw_mac_create(GW_MAC_HMAC_SHA256, key, &m);
 	if (rc)
 		return rc;
-	rc = gw_mac_sign(m, 0, &iov, 1, out);
+	rc = gw_mac_sign(m, 0, 0, &iov, 1, out);
 	gw_mac_destroy(m);
 	return rc;
 }

@@ -4,8 +4,8 @@
  *
  * A gw_mac holds one EVP_MAC_CTX keyed once; per frame it is re-initialised
  * with the key kept inside OpenSSL (HMAC: EVP_MAC_init(ctx, NULL, ...);
- * GMAC: a fresh IV = seq). The sequence number is authenticated as the first
- * 8 bytes of the MAC input for both algorithms. Tags are compared with
+ * GMAC: a fresh IV = seq || slot). (seq, slot) is authenticated as the first
+ * 12 bytes of the MAC input for both algorithms. Tags are compared with
  * CRYPTO_memcmp (constant time). Keys are wiped on destroy.
  */
 #include <errno.h>
@@ -62,14 +62,16 @@ int gw_mac_alg_parse(const char *name, enum gw_mac_alg *alg)
 	return -EINVAL;
 }
 
-/* (Re)start a MAC computation for seq. */
-static int mac_begin(struct gw_mac *m, uint64_t seq, int first)
+/* (Re)start a MAC computation for (seq, slot). */
+static int mac_begin(struct gw_mac *m, uint64_t seq, uint32_t slot, int first)
 {
 	OSSL_PARAM params[3], *p = params;
-	uint8_t iv[12] = { 0 }, le[8];
+	uint8_t iv[12], le[12];
 
 	for (int i = 0; i < 8; i++)
 		le[i] = (uint8_t)(seq >> (8 * i));
+	for (int i = 0; i < 4; i++)
+		le[8 + i] = (uint8_t)(slot >> (8 * i));
 	if (m->alg == GW_MAC_HMAC_SHA256) {
 		if (first)
 			*p++ = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
@@ -78,7 +80,7 @@ static int mac_begin(struct gw_mac *m, uint64_t seq, int first)
 		if (first)
 			*p++ = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_CIPHER,
 								(char *)"AES-256-GCM", 0);
-		memcpy(iv, le, 8);
+		memcpy(iv, le, sizeof(iv));
 		*p++ = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_IV, iv,
 							 sizeof(iv));
 	}
@@ -110,7 +112,7 @@ int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN],
 	m->ctx = EVP_MAC_CTX_new(m->mac);
 	if (!m->ctx)
 		goto err_free;
-	rc = mac_begin(m, 0, 1);	/* key once; proves the algorithm works */
+	rc = mac_begin(m, 0, 0, 1);	/* key once; proves the algorithm works */
 	if (rc)
 		goto err_free;
 	*out = m;
@@ -129,11 +131,11 @@ void gw_mac_destroy(struct gw_mac *m)
 	OPENSSL_clear_free(m, sizeof(*m));
 }
 
-static int compute(struct gw_mac *m, uint64_t seq, const struct iovec *iov,
-		   int n, uint8_t *tag)
+static int compute(struct gw_mac *m, uint64_t seq, uint32_t slot,
+		   const struct iovec *iov, int n, uint8_t *tag)
 {
 	size_t len = 0, want = gw_mac_tag_len(m->alg);
-	int rc = mac_begin(m, seq, 0);
+	int rc = mac_begin(m, seq, slot, 0);
 
 	if (rc)
 		return rc;
@@ -146,17 +148,17 @@ static int compute(struct gw_mac *m, uint64_t seq, const struct iovec *iov,
 	return 0;
 }
 
-int gw_mac_sign(struct gw_mac *m, uint64_t seq, const struct iovec *iov, int n,
-		uint8_t *tag)
+int gw_mac_sign(struct gw_mac *m, uint64_t seq, uint32_t slot,
+		const struct iovec *iov, int n, uint8_t *tag)
 {
-	return compute(m, seq, iov, n, tag);
+	return compute(m, seq, slot, iov, n, tag);
 }
 
-int gw_mac_verify(struct gw_mac *m, uint64_t seq, const struct iovec *iov,
-		  int n, const uint8_t *tag)
+int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot,
+		  const struct iovec *iov, int n, const uint8_t *tag)
 {
 	uint8_t want[GW_MAC_TAG_MAX];
-	int rc = compute(m, seq, iov, n, want);
+	int rc = compute(m, seq, slot, iov, n, want);
 
 	if (rc)
 		return rc;

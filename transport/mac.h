@@ -6,11 +6,12 @@
  *   GW_MAC_HMAC_SHA256  HMAC-SHA256, 32-byte tag, the conservative default;
  *   GW_MAC_GMAC_AES256  GMAC (AES-256-GCM authenticating only), 16-byte tag,
  *                       faster where the CPU has AES-NI and carry-less
- *                       multiply. Its 96-bit IV is the frame's sequence
- *                       number, which never repeats under one session key
- *                       (the keys are per direction and per session).
- * Every tag covers the sequence number, so a replayed or reordered frame
- * fails verification even before the sequence check.
+ *                       multiply. Its 96-bit IV is the frame's (seq, slot):
+ *                       sequence numbers count per slot, so the pair never
+ *                       repeats under one session key (the keys are per
+ *                       direction and per session).
+ * Every tag covers (seq, slot) as its first 12 bytes, so a replayed,
+ * reordered or misrouted frame fails verification.
  */
 #ifndef GW_MAC_H
 #define GW_MAC_H
@@ -46,15 +47,18 @@ int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN],
 		  struct gw_mac **out);
 void gw_mac_destroy(struct gw_mac *m);
 
-/** gw_mac_sign() - tag over (seq, iov[0..n)) into tag (gw_mac_tag_len bytes). */
-int gw_mac_sign(struct gw_mac *m, uint64_t seq, const struct iovec *iov, int n,
-		uint8_t *tag);
+/**
+ * gw_mac_sign() - tag over (seq u64, slot u32, iov[0..n)) into tag
+ * (gw_mac_tag_len bytes). (seq, slot) must never repeat under one key.
+ */
+int gw_mac_sign(struct gw_mac *m, uint64_t seq, uint32_t slot,
+		const struct iovec *iov, int n, uint8_t *tag);
 /**
  * gw_mac_verify() - recompute and compare in constant time.
  * Return: 0 when the tag matches, -EBADMSG when it does not, -EIO.
  */
-int gw_mac_verify(struct gw_mac *m, uint64_t seq, const struct iovec *iov,
-		  int n, const uint8_t *tag);
+int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot,
+		  const struct iovec *iov, int n, const uint8_t *tag);
 
 /**
  * gw_hkdf() - HKDF-SHA256 (RFC 5869) extract-and-expand.
