@@ -2,9 +2,8 @@
 /*
  * residuals.c - the per-(peer, slot) residual store (residuals.h).
  *
- * An open-addressing hash table of entry pointers keyed by (peer, slot),
- * grown at half load. Entries are heap objects so pointers handed out stay
- * valid while the table grows.
+ * A gw_map of entry pointers keyed by (peer, slot). Entries are heap objects,
+ * so pointers handed out stay valid while the map grows.
  *
  * Checkpoint file, little-endian:
  *   "GWRS" | u32 version (1) | u64 entries
@@ -17,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
+#include "map.h"
 #include "residuals.h"
 
 #define RS_MAGIC 0x53525747u	/* "GWRS" */
@@ -24,17 +24,14 @@
 #define RS_STATE_MAX (1u << 20)
 
 struct gw_rs {
-	struct gw_rs_entry **slots;
-	size_t cap, count;
+	struct gw_map map;	/* (peer << 32 | slot) -> struct gw_rs_entry */
 	uint64_t resets;
 };
 
-static uint64_t hash(uint32_t peer, uint32_t slot)
-{
-	uint64_t k = ((uint64_t)peer << 32 | slot) * UINT64_C(0x9E3779B97F4A7C15);
-
-	return k ^ (k >> 29);
-}
+#define KEY(peer, slot) ((uint64_t)(peer) << 32 | (slot))
+#define FOR_EACH(rs, e)                                                   \
+	for (size_t i_ = 0; i_ < (rs)->map.cap; i_++)                     \
+		if (((e) = (rs)->map.e[i_].val) != NULL)
 
 int gw_rs_create(struct gw_rs **out)
 {
@@ -42,9 +39,7 @@ int gw_rs_create(struct gw_rs **out)
 
 	if (!rs)
 		return -ENOMEM;
-	rs->cap = 16;
-	rs->slots = calloc(rs->cap, sizeof(*rs->slots));
-	if (!rs->slots) {
+	if (gw_map_init(&rs->map)) {
 		free(rs);
 		return -ENOMEM;
 	}
@@ -62,48 +57,25 @@ static void entry_free(struct gw_rs_entry *e)
 	free(e);
 }
 
-static void clear(struct gw_rs *rs)
-{
-	for (size_t i = 0; i < rs->cap; i++) {
-		entry_free(rs->slots[i]);
-		rs->slots[i] = NULL;
-	}
-	rs->count = 0;
-}
-
 void gw_rs_destroy(struct gw_rs *rs)
 {
+	struct gw_rs_entry *e;
+
 	if (!rs)
 		return;
-	clear(rs);
-	free(rs->slots);
+	FOR_EACH(rs, e)
+		entry_free(e);
+	gw_map_fini(&rs->map);
 	free(rs);
 }
 
-static struct gw_rs_entry **find(struct gw_rs *rs, uint32_t peer, uint32_t slot)
+static int any_pending(struct gw_rs *rs)
 {
-	size_t i = hash(peer, slot) & (rs->cap - 1);
+	struct gw_rs_entry *e;
 
-	while (rs->slots[i] && (rs->slots[i]->peer != peer || rs->slots[i]->slot != slot))
-		i = (i + 1) & (rs->cap - 1);
-	return &rs->slots[i];
-}
-
-static int grow(struct gw_rs *rs)
-{
-	struct gw_rs_entry **old = rs->slots;
-	size_t ocap = rs->cap;
-
-	rs->slots = calloc(ocap * 2, sizeof(*rs->slots));
-	if (!rs->slots) {
-		rs->slots = old;
-		return -ENOMEM;
-	}
-	rs->cap = ocap * 2;
-	for (size_t i = 0; i < ocap; i++)
-		if (old[i])
-			*find(rs, old[i]->peer, old[i]->slot) = old[i];
-	free(old);
+	FOR_EACH(rs, e)
+		if (e->pending)
+			return 1;
 	return 0;
 }
 
@@ -142,14 +114,13 @@ int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 	      const struct gw_codec *c, struct gw_rs_entry **out, int *reshaped)
 {
 	size_t state_len = gw_codec_state_size(c, n);
-	struct gw_rs_entry **pp, *e;
+	struct gw_rs_entry *e;
 	int rc;
 
 	*reshaped = 0;
 	if (n > GW_MAX_ELEMS)
 		return -EINVAL;
-	pp = find(rs, peer, slot);
-	e = *pp;
+	e = gw_map_get(&rs->map, KEY(peer, slot));
 	if (e && e->res.n == n && e->codec_id == c->ops->id &&
 	    e->state_len == state_len && (e->staged || !n)) {
 		*out = e;
@@ -158,24 +129,18 @@ int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 	if (e && e->pending)
 		return -EBUSY;
 	if (!e) {
-		if ((rs->count + 1) * 2 > rs->cap) {
-			rc = grow(rs);
-			if (rc)
-				return rc;
-			pp = find(rs, peer, slot);
-		}
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		e->peer = peer;
 		e->slot = slot;
 		rc = shape(e, n, state_len, c->ops->id);
+		if (!rc)
+			rc = gw_map_put(&rs->map, KEY(peer, slot), e);
 		if (rc) {
-			free(e);
+			entry_free(e);
 			return rc;
 		}
-		*pp = e;
-		rs->count++;
 	} else {
 		rc = shape(e, n, state_len, c->ops->id);
 		if (rc)
@@ -205,11 +170,9 @@ void gw_rs_abort(struct gw_rs_entry *e)
 
 void gw_rs_reset(struct gw_rs *rs)
 {
-	for (size_t i = 0; i < rs->cap; i++) {
-		struct gw_rs_entry *e = rs->slots[i];
+	struct gw_rs_entry *e;
 
-		if (!e)
-			continue;
+	FOR_EACH(rs, e) {
 		gw_residual_reset(&e->res);
 		if (e->state_len)
 			memset(e->state, 0, e->state_len);
@@ -218,7 +181,7 @@ void gw_rs_reset(struct gw_rs *rs)
 
 size_t gw_rs_count(const struct gw_rs *rs)
 {
-	return rs->count;
+	return rs->map.count;
 }
 
 uint64_t gw_rs_resets(const struct gw_rs *rs)
@@ -251,9 +214,10 @@ int gw_rs_save(const struct gw_rs *rs, const char *path)
 	uint64_t u64;
 	int rc;
 
-	for (size_t i = 0; i < rs->cap; i++)
-		if (rs->slots[i] && rs->slots[i]->pending)
-			return -EBUSY;
+	struct gw_rs_entry *e;
+
+	if (any_pending((struct gw_rs *)rs))
+		return -EBUSY;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	w.f = fopen(tmp, "wb");
@@ -266,14 +230,11 @@ int gw_rs_save(const struct gw_rs *rs, const char *path)
 	wr(&w, &u32, 4);
 	u32 = RS_VERSION;
 	wr(&w, &u32, 4);
-	u64 = rs->count;
+	u64 = rs->map.count;
 	wr(&w, &u64, 8);
-	for (size_t i = 0; i < rs->cap; i++) {
-		const struct gw_rs_entry *e = rs->slots[i];
+	FOR_EACH(rs, e) {
 		uint8_t id[4] = { 0 };
 
-		if (!e)
-			continue;
 		id[0] = e->codec_id;
 		wr(&w, &e->peer, 4);
 		wr(&w, &e->slot, 4);
@@ -323,9 +284,8 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 	FILE *f;
 	int rc;
 
-	for (size_t i = 0; i < rs->cap; i++)
-		if (rs->slots[i] && rs->slots[i]->pending)
-			return -EBUSY;
+	if (any_pending(rs))
+		return -EBUSY;
 	f = fopen(path, "rb");
 	if (!f)
 		return -errno;
@@ -370,7 +330,7 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 			goto out;
 		gw_codec_init(&c, gw_codec_find_id(id[0]));
 		if (gw_codec_state_size(&c, n) != state_len ||
-		    *find(fresh, peer, slot))	/* a duplicate entry */
+		    gw_map_get(&fresh->map, KEY(peer, slot)))	/* a duplicate */
 			goto out;
 		rc = gw_rs_get(fresh, peer, slot, n, &c, &e, &reshaped);
 		if (rc)

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.h - the Gloo-style context: a rank's connections to every peer.
+ *
+ * gw_ctx_create() opens the transport (transport.h), exchanges host ids
+ * through the store, and runs the handshake (handshake.h) with every peer at
+ * once: each connection ends with its own codec, MAC algorithm and session
+ * keys. Then tensors travel as frames (frame.h) whose body is a codec payload:
+ *
+ *   send: residual (peer, slot) -> encode(x + r) into the slot's frame buffer
+ *         -> seal (MAC) -> post; the new residual is committed when the send
+ *         completes, dropped when it fails (no gradient mass is lost);
+ *   recv: post at the frame's bound -> open (MAC first, then slot/seq and
+ *         every header field) -> check the codec is the negotiated one (or
+ *         `none`) -> decode, or decode_add into an accumulator.
+ *
+ * Sequence numbers count per (peer, slot, direction): the n-th send on a slot
+ * matches the peer's n-th receive on it. One send and one receive per
+ * (peer, slot) may be in flight at a time (-EBUSY otherwise); frame buffers
+ * are kept per (peer, slot) and reused, so the steady state allocates nothing.
+ *
+ * Every failure is a negative errno and a log line naming the peer and the
+ * reason; a receive that fails leaves the caller's buffer untouched.
+ */
+#ifndef GW_CONN_H
+#define GW_CONN_H
+
+#include <stdio.h>
+#include "transport.h"
+#include "handshake.h"
+
+/** struct gw_ctx_cfg - everything a context needs (plugin/ fills it from GRADWIRE_*). */
+struct gw_ctx_cfg {
+	struct gw_tp_cfg tp;
+	const char *codec;	/* preference list for remote peers; NULL: "none" */
+	const char *codec_local;	/* for peers on this host; NULL: codec */
+	bool fallback;		/* accept `none` when no codec is common */
+	int mac_mode;		/* enum gw_mac_mode */
+	const char *mac_key_file;	/* NULL: no key */
+	const char *mac_algs;	/* preference, e.g. "gmac-aes256,hmac-sha256"; NULL: that */
+	uint64_t min_compress_bytes;	/* smaller tensors always travel exactly */
+	uint64_t host_id;	/* 0: derived from the host name */
+	uint16_t hs_version;	/* 0: GW_HS_VERSION (tests simulate skew) */
+};
+
+/** struct gw_conn_stats - one connection's counters. */
+struct gw_conn_stats {
+	char codec[GW_HS_SPEC_MAX + 1];
+	enum gw_mac_alg mac;
+	bool fell_back;
+	uint64_t frames_sent, frames_recv;
+	uint64_t raw_sent, wire_sent;	/* bytes of tensor data / of frames */
+	uint64_t raw_recv, wire_recv;
+	uint64_t mac_failures;	/* frames whose tag did not verify */
+	uint64_t rejected;	/* other malformed or unexpected frames */
+	uint64_t timeouts, errors;
+	uint64_t residual_resets;
+};
+
+struct gw_ctx;
+struct conn_slot;
+
+/** struct gw_ctx_req - a posted tensor or byte send/receive. */
+struct gw_ctx_req {
+	struct gw_tp_req tp;
+	struct gw_ctx *ctx;
+	struct conn_slot *cs;
+	struct gw_rs_entry *res;	/* sends with error feedback */
+	void *dst;			/* receives: the caller's buffer */
+	uint64_t n;			/* floats, or bytes for byte messages */
+	uint32_t seq;
+	uint8_t kind, dir, add, lossy;
+};
+
+#define GW_CTX_LOSSY 0x1u	/* isend: a lossy codec may be used */
+#define GW_CTX_ADD 0x2u		/* irecv: acc[i] += value instead of y[i] = value */
+
+/**
+ * gw_ctx_create() - connect rank to its size - 1 peers and negotiate.
+ * err receives a one-line reason naming the peer on failure.
+ * Return: 0 or -errno (-ENOPROTOOPT no common codec, -EACCES MAC policy,
+ * -EKEYREJECTED different keys, -EPROTONOSUPPORT version skew,
+ * -ECONNREFUSED the peer refused, -ETIMEDOUT, ...).
+ */
+int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
+		  struct gw_store *st, struct gw_ctx **out, char *err,
+		  size_t errlen);
+/** gw_ctx_destroy() - accepts NULL; prints statistics when stats_out is set. */
+void gw_ctx_destroy(struct gw_ctx *ctx);
+
+int gw_ctx_rank(const struct gw_ctx *ctx);
+int gw_ctx_size(const struct gw_ctx *ctx);
+struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
+
+/** gw_ctx_isend() - post float32 x[0..n) to peer on slot. */
+int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
+		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
+/** gw_ctx_irecv() - post a receive of n float32 values from peer on slot. */
+int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
+		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
+/** Exact bytes (never compressed). */
+int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
+		       const void *buf, size_t len, struct gw_ctx_req *r);
+int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
+		       size_t len, struct gw_ctx_req *r);
+
+/**
+ * gw_ctx_wait() - complete r: a send commits its residual; a receive is
+ * authenticated, checked and decoded into the caller's buffer.
+ * Return: 0 or -errno (-ETIMEDOUT, -EBADMSG, -EPROTO, transport errors).
+ */
+int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r);
+/** gw_ctx_waitall() - wait for all; returns the first error (all are waited). */
+int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n);
+
+/**
+ * gw_ctx_recv_any() - receive n values on slot from whichever of peers[]
+ * sends first; *from says who. The receives posted to the others are
+ * cancelled (their sequence numbers are not consumed).
+ */
+int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
+		    uint32_t slot, float *y, uint64_t n, unsigned flags,
+		    int *from);
+
+/** gw_ctx_codec() - the codec negotiated with peer. */
+const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
+int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s);
+void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f);
+/** Set where gw_ctx_destroy() prints statistics (NULL: nowhere). */
+void gw_ctx_stats_at_exit(struct gw_ctx *ctx, FILE *f);
+
+/** Residual checkpointing (all peers and slots of this rank). */
+int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path);
+int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path);
+void gw_ctx_residuals_reset(struct gw_ctx *ctx);
+
+#endif
