@@ -175,12 +175,14 @@ static inline float floor_small(float v)
 {
 	float t = (float)(int32_t)v;
 
-	return t > v ? t - 1.0f : t;
+	/* Branch-free: the comparison is a coin flip for random data. */
+	return t - (float)(t > v);
 }
 
 static inline float clamp127(float q)
 {
-	return q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+	q = q < 127.0f ? q : 127.0f;		/* minss / maxss */
+	return q > -127.0f ? q : -127.0f;
 }
 
 void gw_int8_encode_range(const float *x, const float *res, float *res_out,
