@@ -15,6 +15,10 @@ const char *gw_strerror(int err)
 		return "unsupported protocol version or codec";
 	case -ENOSPC:
 		return "output buffer too small";
+	case -EKEYREJECTED:
+		return "authentication failed (MAC mismatch or different keys)";
+	case -ENOPROTOOPT:
+		return "no common codec";
 	default:
 		return err < 0 ? strerror(-err) : "not an error code";
 	}

@@ -67,11 +67,11 @@ static void test_rejects(void)
 					-EBADMSG);
 		/* Replayed (an old seq) or reordered (a future one) frame. */
 		CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, len, 1, 42, &h, &body),
-				algs[a] ? -EBADMSG : -EPROTO);
+				algs[a] ? -EKEYREJECTED : -EPROTO);
 		CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, len, 1, 40, &h, &body),
-				algs[a] ? -EBADMSG : -EPROTO);
+				algs[a] ? -EKEYREJECTED : -EPROTO);
 		CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, len, 2, 41, &h, &body),
-				algs[a] ? -EBADMSG : -EPROTO);	/* another slot */
+				algs[a] ? -EKEYREJECTED : -EPROTO);	/* another slot */
 		if (!algs[a]) {
 			memcpy(g, f, len);
 			g[0] ^= 1;
@@ -93,11 +93,11 @@ static void test_rejects(void)
 			memcpy(g, f, len);
 			g[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 			CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], g, len, 1, 41, &h, &body),
-					-EBADMSG);
+					-EKEYREJECTED);
 		}
 		/* A frame of another session (other key), and the MAC off. */
 		CU_ASSERT_EQUAL(gw_frame_open(other, algs[a], f, len, 1, 41, &h, &body),
-				-EBADMSG);
+				-EKEYREJECTED);
 		CU_ASSERT_EQUAL(gw_frame_open(NULL, GW_MAC_NONE, f, len, 1, 41, &h, &body),
 				-EBADMSG);
 		gw_mac_destroy(m);

@@ -73,7 +73,7 @@ int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
 		iov.iov_base = (void *)frame;
 		iov.iov_len = len - tag;
 		if (gw_mac_verify(m, want_seq, want_slot, &iov, 1, frame + len - tag))
-			return -EBADMSG;
+			return -EKEYREJECTED;
 	}
 	if (get32(frame) != GW_FRAME_MAGIC)
 		return -EBADMSG;

@@ -63,8 +63,10 @@ ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
  * @m, @alg: the receiving direction's MAC and the connection's algorithm.
  * @want_slot, @want_seq: what this receive was posted for.
  * On success h is filled and *body points into frame.
- * Return: 0; -EBADMSG (short, bad MAC, bad field); -EPROTO (wrong slot or a
- * replayed / reordered sequence number); -EPROTONOSUPPORT (version).
+ * Return: 0; -EKEYREJECTED (the tag does not verify: tampered, replayed,
+ * reordered, misrouted or another session's frame); -EBADMSG (short, or a
+ * bad field); -EPROTO (with the MAC off: wrong slot or sequence number);
+ * -EPROTONOSUPPORT (version).
  */
 int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
 		  size_t len, uint32_t want_slot, uint64_t want_seq,
