@@ -26,7 +26,8 @@
  * A signalling NaN is returned quieted (bit 22 set), as vcvtph2ps does, so
  * all variants decode hostile NaN patterns to the same bits.
  *
- * This file is the reference (pure integer bit manipulation, no _Float16):
+ * This file is the reference (bit manipulation and one exact-by-construction
+ * float add, no _Float16):
  * fp16_avx2.c and fp16_avx512.c must produce identical bytes, residuals and
  * info for every input.
  */
@@ -36,26 +37,22 @@
 #define F32_INF 0x7f800000u
 #define F32_SAT 0x477ff000u	/* 65520: from here RNE would give Inf */
 #define F32_MINNORM16 0x38800000u	/* 2^-14, smallest normal binary16 */
-#define F32_HALFSUB16 0x33000000u	/* 2^-25, half the smallest subnormal */
 
-/* binary16 bits (without sign) of finite |y| < 65520 given as float bits a. */
+/*
+ * binary16 bits (without sign) of finite |y| < 65520 given as float bits a.
+ * Both candidates are computed and one selected, so the loop has no
+ * data-dependent branch. A subnormal result is round(|y| * 2^24): adding 0.5
+ * (whose ulp is 2^-24) lets the FPU round it to nearest even, and the low
+ * mantissa bits of the sum are the result (carry to 0x400, the smallest
+ * normal, included). This needs no FTZ, and DAZ would only zero inputs that
+ * round to 0 anyway.
+ */
 static inline uint32_t narrow_finite(uint32_t a)
 {
-	uint32_t e, m, sh;
+	uint32_t nrm = (a + 0x0fffu + ((a >> 13) & 1) - 0x38000000u) >> 13;
+	uint32_t sub = gw_f2u(gw_u2f(a) + 0.5f) - 0x3f000000u;
 
-	if (a >= F32_MINNORM16)	/* normal: rebias, round 13 bits off */
-		return (a + 0x0fffu + ((a >> 13) & 1) - 0x38000000u) >> 13;
-	if (a <= F32_HALFSUB16)	/* at most half the smallest step: +-0 */
-		return 0;
-	/*
-	 * Subnormal result: the value in units of 2^-24 is m * 2^(e - 126),
-	 * e in [102, 112], i.e. m shifted right by 14..24 bits. A carry out of
-	 * the rounding gives 0x400, the smallest normal, which is right.
-	 */
-	e = a >> 23;
-	m = (a & 0x7fffffu) | 0x800000u;
-	sh = 126 - e;
-	return (m + (1u << (sh - 1)) - 1 + ((m >> sh) & 1)) >> sh;
+	return a >= F32_MINNORM16 ? nrm : sub;
 }
 
 /* float32 bits of binary16 h: exact; NaN quieted like vcvtph2ps. */
@@ -100,18 +97,15 @@ static ssize_t fp16_encode(const struct gw_codec *c, void *state, void *scratch,
 		uint32_t u = gw_f2u(y), a = u & F32_ABS, h;
 		float r;
 
-		if (a >= F32_INF) {
+		if (__builtin_expect(a >= F32_INF, 0)) {
 			gw_note_nonfinite(info, i, y);
 			h = 0x7c00u | (a > F32_INF ? 0x200u : 0) |
 			    ((a & 0x7fffffu) >> 13) | ((u >> 16) & 0x8000u);
 			r = 0.0f;
 		} else {
-			if (a >= F32_SAT) {
-				h = 0x7bffu;
-				sat = 1;
-			} else {
-				h = narrow_finite(a);
-			}
+			h = narrow_finite(a);
+			sat |= a >= F32_SAT;
+			h = a >= F32_SAT ? 0x7bffu : h;
 			h |= (u >> 16) & 0x8000u;
 			r = y - gw_u2f(widen(h));
 		}
