@@ -27,7 +27,7 @@
 #include <math.h>
 #include "codec_impl.h"
 
-#define BLOCK 1024	/* values per non-finite check in the streaming pass */
+#define BLOCK 4096	/* values per non-finite check and gather round */
 
 static int calc_k(const struct gw_codec *c, uint64_t n, uint64_t *kp)
 {
@@ -105,56 +105,56 @@ static int block_bad(const float *y, uint64_t len)
 	return bad != 0;
 }
 
-/* res_out = x + res in blocks; non-finite ones noted and zeroed. */
-static void pass_ef(const float *x, const float *res, float *res_out, uint64_t n,
-		    struct gw_enc_info *info)
+/* res_out = x + res over one block; non-finite ones noted and zeroed. */
+static void block_ef(const float *x, const float *res, float *res_out, uint64_t b,
+		     uint64_t len, struct gw_enc_info *info)
 {
-	for (uint64_t b = 0; b < n; b += BLOCK) {
-		uint64_t len = n - b < BLOCK ? n - b : BLOCK;
-		uint32_t bad = 0;
+	uint32_t bad = 0;
 
-		for (uint64_t t = 0; t < len; t++) {
-			float y = x[b + t] + res[b + t];
-			uint32_t u = gw_f2u(y);
+	for (uint64_t t = 0; t < len; t++) {
+		float y = x[b + t] + res[b + t];
+		uint32_t u = gw_f2u(y);
 
-			bad |= (u & 0x7f800000u) == 0x7f800000u;
-			res_out[b + t] = y;
-		}
-		if (!bad)
-			continue;
-		for (uint64_t t = 0; t < len; t++) {
-			if (gw_nonfinite(res_out[b + t])) {
-				gw_note_nonfinite(info, b + t, res_out[b + t]);
-				res_out[b + t] = 0;
-			}
+		bad |= (u & 0x7f800000u) == 0x7f800000u;
+		res_out[b + t] = y;
+	}
+	if (!bad)
+		return;
+	for (uint64_t t = 0; t < len; t++) {
+		if (gw_nonfinite(res_out[b + t])) {
+			gw_note_nonfinite(info, b + t, res_out[b + t]);
+			res_out[b + t] = 0;
 		}
 	}
 }
 
 /* Without error feedback only the first non-finite value matters. */
-static void pass_plain(const float *x, uint64_t n, struct gw_enc_info *info)
+static void block_plain(const float *x, uint64_t b, uint64_t len,
+			struct gw_enc_info *info)
 {
-	for (uint64_t b = 0; b < n; b += BLOCK) {
-		uint64_t len = n - b < BLOCK ? n - b : BLOCK;
-
-		if (!block_bad(x + b, len))
-			continue;
-		for (uint64_t t = 0; t < len; t++) {
-			if (gw_nonfinite(x[b + t])) {
-				gw_note_nonfinite(info, b + t, x[b + t]);
-				return;
-			}
+	if (!block_bad(x + b, len))
+		return;
+	for (uint64_t t = 0; t < len; t++) {
+		if (gw_nonfinite(x[b + t])) {
+			gw_note_nonfinite(info, b + t, x[b + t]);
+			return;
 		}
 	}
 }
 
+/*
+ * One streaming pass in blocks; after each block, the strata whose index
+ * falls inside it are gathered while the block is still in L1 (a separate
+ * gather after the pass would miss the cache on every sample).
+ */
 static ssize_t randomk_encode(const struct gw_codec *c, void *state, void *scratch,
 			      const float *x, const float *res, float *res_out,
 			      uint64_t n, void *out, size_t cap,
 			      struct gw_enc_info *info)
 {
 	uint8_t *o = out;
-	uint64_t k, ctr, s;
+	uint64_t k, ctr, s, j = 0, i = 0, size = 0;
+	int scan = 1;
 	struct strata st;
 
 	(void)scratch;
@@ -170,25 +170,34 @@ static ssize_t randomk_encode(const struct gw_codec *c, void *state, void *scrat
 	memcpy(state, &ctr, 8);
 	gw_put64(o, s);
 	gw_put64(o + 8, k);
+	if (!k)
+		return 16;
 
-	if (res)
-		pass_ef(x, res, res_out, n, info);
-	else
-		pass_plain(x, n, info);
-	if (k)
-		strata_init(&st, n, k);
-	for (uint64_t j = 0; j < k; j++) {
-		uint64_t size, i = strata_next(&st, gw_mix64(s, j), &size);
-		float v;
+	strata_init(&st, n, k);
+	i = strata_next(&st, gw_mix64(s, 0), &size);
+	for (uint64_t b = 0; b < n; b += BLOCK) {
+		uint64_t len = n - b < BLOCK ? n - b : BLOCK;
 
 		if (res) {
-			/* res_out holds y, or 0 where y was non-finite. */
-			v = res_out[i];
-			res_out[i] = 0;
-		} else {
-			v = gw_nonfinite(x[i]) ? 0.0f : x[i] * (float)size;
+			block_ef(x, res, res_out, b, len, info);
+		} else if (scan) {
+			block_plain(x, b, len, info);
+			scan = !(info->flags & GW_PF_NONFINITE);
 		}
-		gw_put32(o + 16 + 4 * j, gw_f2u(v));
+		for (; j < k && i < b + len; ) {
+			float v;
+
+			if (res) {
+				/* res_out holds y, or 0 where y was non-finite. */
+				v = res_out[i];
+				res_out[i] = 0;
+			} else {
+				v = gw_nonfinite(x[i]) ? 0.0f : x[i] * (float)size;
+			}
+			gw_put32(o + 16 + 4 * j, gw_f2u(v));
+			if (++j < k)
+				i = strata_next(&st, gw_mix64(s, j), &size);
+		}
 	}
 	return (ssize_t)(16 + 4 * k);
 }
