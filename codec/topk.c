@@ -22,12 +22,14 @@
  * bits & 0x7fffffff. A strided sample of SAMPLE keys gives a threshold tlow
  * that leaves, with overwhelming probability, between k and ~1.4k candidates;
  * one streaming pass (the part the SIMD variants vectorize) writes the
- * residual and collects the candidates in index order into scratch. A radix
+ * residual (0 for the candidates it keeps, so that only the few unselected
+ * candidates need a scattered write later) and collects the candidates in
+ * index order into scratch. A radix
  * select (three histogram levels: key bits 30..20, 19..9, 8..0) over the
  * candidates finds the exact threshold key T and how many keys == T to take.
  * If the sample misjudged (fewer than k candidates, or more than the scratch
  * holds), the same radix select runs over all n values instead (re-read from
- * res_out, which the pass left holding y, or from x), collecting candidates
+ * res_out, which then holds y again, or from x), collecting candidates
  * again as soon as a histogram level proves they fit; only inputs with huge
  * runs of equal keys (all equal, mostly zero) need all three levels and a
  * final output pass over n.
@@ -44,6 +46,7 @@
 #define SMALL 65536u		/* at or below: every finite value is a candidate */
 #define CHUNK (UINT64_C(1) << 32)	/* candidate indices are u32 per chunk */
 #define MAX_CHUNKS (GW_MAX_ELEMS / CHUNK)
+#define PREFETCH 32		/* scattered accesses requested this far ahead */
 
 struct plan {
 	uint64_t k0;	/* k before the finite clamp */
@@ -193,6 +196,8 @@ static uint64_t collect_generic(const float *x, const float *res, float *res_out
 				cidx[m] = (uint32_t)i;
 				cval[m] = y;
 				m++;
+				if (res_out)
+					res_out[i] = 0;
 			} else {
 				*overflow = 1;
 			}
@@ -240,8 +245,15 @@ static uint32_t sample_threshold(const float *x, const float *res, uint64_t n,
 	struct sel s;
 
 	for (uint64_t j = 0; j < SAMPLE; j++) {
-		uint64_t i = j * stride + stride / 2;
+		uint64_t i = j * stride + stride / 2, a = i + PREFETCH * stride;
 		float y = res ? x[i] + res[i] : x[i];
+
+		/* One cache (and TLB) miss per sample: overlap them. */
+		if (j + PREFETCH < SAMPLE) {
+			__builtin_prefetch(x + a);
+			if (res)
+				__builtin_prefetch(res + a);
+		}
 
 		if (!gw_nonfinite(y))
 			samp[m++] = y;
@@ -254,11 +266,17 @@ static uint32_t sample_threshold(const float *x, const float *res, uint64_t n,
 	return s.prefix;
 }
 
+/*
+ * Output cursor. Main path: the pass zeroed the residual of every kept
+ * candidate, so only the unselected ones are restored to y (restore).
+ * Fallback: res_out holds y everywhere, the selected are zeroed (zero).
+ */
 struct out {
 	uint8_t *idx, *val;
 	uint32_t iw;
 	uint64_t j;
 	float *res_out;
+	int zero, restore;
 };
 
 static void emit(struct out *o, uint64_t i, float y)
@@ -269,7 +287,7 @@ static void emit(struct out *o, uint64_t i, float y)
 		gw_put64(o->idx + 8 * o->j, i);
 	gw_put32(o->val + 4 * o->j, gw_f2u(y));
 	o->j++;
-	if (o->res_out)
+	if (o->zero)
 		o->res_out[i] = 0;
 }
 
@@ -280,8 +298,15 @@ static void emit_cands(struct out *o, const struct cands *cd, uint32_t t, uint64
 		for (uint64_t j = cd->start[c]; j < cd->start[c + 1]; j++) {
 			uint32_t key = gw_f2u(cd->val[j]) & GW_TOPK_ABS;
 
+			/* The residual writes hit scattered cache lines that no
+			 * hardware prefetcher predicts: ask for them early. */
+			if (o->res_out && j + PREFETCH < cd->start[c + 1])
+				__builtin_prefetch(o->res_out + (c << 32) +
+						   cd->idx[j + PREFETCH], 1);
 			if (key > t || (key == t && take && take--))
 				emit(o, (c << 32) + cd->idx[j], cd->val[j]);
+			else if (o->restore)
+				o->res_out[(c << 32) + cd->idx[j]] = cd->val[j];
 		}
 	}
 }
@@ -309,6 +334,8 @@ static void select_all(struct out *o, gw_topk_collect_fn collect, const float *y
 	struct sel s;
 	uint32_t t;
 
+	o->zero = o->res_out != NULL;
+	o->restore = 0;
 	sel_init(&s, k);
 	while (s.level < 3) {
 		sel_step(yv, n, &s);
@@ -379,11 +406,17 @@ ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x,
 	o.iw = p.iw;
 	o.j = 0;
 	o.res_out = res_out;
+	o.zero = 0;
+	o.restore = res_out != NULL;
 	gw_put64(out, k);
-	if (k) {
-		if (!cd.overflow && cd.m >= k)
-			select_cands(&o, &cd, k);
-		else
+	if (k && !cd.overflow && cd.m >= k) {
+		select_cands(&o, &cd, k);
+	} else {
+		/* Give the kept candidates their y back, then select over all. */
+		for (uint64_t c = 0; res_out && cd.start[c] < cd.m; c++)
+			for (uint64_t j = cd.start[c]; j < cd.start[c + 1]; j++)
+				res_out[(c << 32) + cd.idx[j]] = cd.val[j];
+		if (k)
 			select_all(&o, collect, yv, n, k, &p, &cd);
 	}
 	if (res_out && nf.count) {

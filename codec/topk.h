@@ -40,8 +40,10 @@ static inline void gw_topk_nf_mask(struct gw_topk_nf *nf, uint64_t pos, uint32_t
 /*
  * gw_topk_collect_fn - one streaming pass over len <= 2^32 values.
  * y_i = x_i + res_i (x_i when res == NULL); when res_out is set, store
- * res_out_i = y_i for EVERY i (the driver zeroes selected and non-finite ones
- * later, and may read res_out back as y). Non-finite y go to nf (base + i).
+ * res_out_i = 0 for the candidates kept and y_i for every other i, including
+ * non-finite ones (the driver restores the unselected candidates, or all kept
+ * ones to read res_out back as y, and zeroes the non-finite ones at the end).
+ * Non-finite y go to nf (base + i).
  * Candidates are the finite y with key >= tlow, kept in index order as
  * (cidx = i, local to this chunk; cval = y) while fewer than room are kept
  * (entries up to room + GW_TOPK_PAD - 1 may be written). If a candidate had

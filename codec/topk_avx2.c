@@ -37,18 +37,16 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 
 	for (; len - i >= 8; i += 8) {
 		__m256 y = _mm256_loadu_ps(x + i);
-		__m256i key, p;
+		__m256i key, p, nv, cv;
 		uint32_t nfm, cm;
 
-		if (ef) {
+		if (ef)
 			y = _mm256_add_ps(y, _mm256_loadu_ps(res + i));
-			_mm256_storeu_ps(res_out + i, y);
-		}
 		key = _mm256_and_si256(_mm256_castps_si256(y), abs);
-		nfm = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(
-				_mm256_cmpgt_epi32(key, big)));
-		cm = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(
-				_mm256_cmpgt_epi32(key, lo))) & ~nfm;
+		nv = _mm256_cmpgt_epi32(key, big);
+		cv = _mm256_andnot_si256(nv, _mm256_cmpgt_epi32(key, lo));
+		nfm = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(nv));
+		cm = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(cv));
 		if (__builtin_expect(nfm != 0, 0))
 			gw_topk_nf_mask(nf, base + i, nfm);
 		if (__builtin_expect(m < room, 1)) {
@@ -57,9 +55,13 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 					    _mm256_permutevar8x32_epi32(iv, p));
 			_mm256_storeu_ps(cval + m, _mm256_permutevar8x32_ps(y, p));
 			m += (uint64_t)__builtin_popcount(cm);
-		} else if (cm) {
-			*overflow = 1;
+		} else {
+			*overflow |= cm != 0;
+			cv = _mm256_setzero_si256();
 		}
+		/* Residual: y, and 0 for the candidates kept. */
+		if (ef)
+			_mm256_storeu_ps(res_out + i, _mm256_andnot_ps(_mm256_castsi256_ps(cv), y));
 		iv = _mm256_add_epi32(iv, step);
 	}
 	for (; i < len; i++) {
@@ -75,6 +77,8 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 				cidx[m] = (uint32_t)i;
 				cval[m] = y;
 				m++;
+				if (ef)
+					res_out[i] = 0;
 			} else {
 				*overflow = 1;
 			}

@@ -10,7 +10,8 @@
  * is stored at the candidate cursor: the memory-destination form is
  * microcoded and very slow on Zen 4. The cursor then advances by the
  * popcount, so the garbage lanes are overwritten by the next store (the
- * scratch keeps GW_TOPK_PAD entries of slack for them).
+ * scratch keeps GW_TOPK_PAD entries of slack for them). The residual store
+ * zeroes the kept candidates' lanes with the same mask.
  */
 #include <immintrin.h>
 #include "topk.h"
@@ -35,19 +36,15 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 
 		if (__builtin_expect(len - i >= 16, 1)) {
 			y = _mm512_loadu_ps(x + i);
-			if (ef) {
+			if (ef)
 				y = _mm512_add_ps(y, _mm512_loadu_ps(res + i));
-				_mm512_storeu_ps(res_out + i, y);
-			}
 		} else {
 			if (i == len)
 				break;
 			lanes = (__mmask16)((1u << (len - i)) - 1);
 			y = _mm512_maskz_loadu_ps(lanes, x + i);
-			if (ef) {
+			if (ef)
 				y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, res + i));
-				_mm512_mask_storeu_ps(res_out + i, lanes, y);
-			}
 		}
 		key = _mm512_and_si512(_mm512_castps_si512(y), abs);
 		fin = _mm512_mask_cmplt_epu32_mask(lanes, key, inf);
@@ -58,9 +55,13 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 			_mm512_storeu_si512(cidx + m, _mm512_maskz_compress_epi32(cm, iv));
 			_mm512_storeu_ps(cval + m, _mm512_maskz_compress_ps(cm, y));
 			m += (uint64_t)__builtin_popcount(cm);
-		} else if (cm) {
-			*overflow = 1;
+		} else {
+			*overflow |= cm != 0;
+			cm = 0;
 		}
+		/* Residual: y, and 0 for the candidates kept. */
+		if (ef)
+			_mm512_mask_storeu_ps(res_out + i, lanes, _mm512_maskz_mov_ps(~cm, y));
 		iv = _mm512_add_epi32(iv, step);
 		if (lanes != 0xffff)
 			break;
