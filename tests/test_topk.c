@@ -344,7 +344,12 @@ static void test_random_small(void)
 
 typedef void (*filler)(float *x, uint64_t n, uint64_t seed);
 
-static void f_equal(float *x, uint64_t n, uint64_t s) { (void)s; for (uint64_t i = 0; i < n; i++) x[i] = -3.5f; }
+static void f_equal(float *x, uint64_t n, uint64_t s)
+{
+	(void)s;
+	for (uint64_t i = 0; i < n; i++)
+		x[i] = -3.5f;
+}
 static void f_zero(float *x, uint64_t n, uint64_t s) { (void)s; memset(x, 0, n * 4); }
 static void f_signed_zero(float *x, uint64_t n, uint64_t s)
 {
