@@ -427,3 +427,512 @@ out:
 	OPENSSL_cleanse(psk, sizeof(psk));
 	return rc;
 }
+
+/* ---- context --------------------------------------------------------------- */
+
+int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
+		  struct gw_store *st, struct gw_ctx **out, char *err, size_t errlen)
+{
+	const char *job = cfg->tp.job ? cfg->tp.job : "gw";
+	struct gw_ctx *ctx;
+	int rc;
+
+	snprintf(err, errlen, "no error");
+	if (size < 1 || rank < 0 || rank >= size || !st || cfg->tp.timeout_ms <= 0) {
+		snprintf(err, errlen, "invalid rank %d / size %d / timeout", rank, size);
+		return -EINVAL;
+	}
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->rank = rank;
+	ctx->size = size;
+	ctx->timeout_ms = cfg->tp.timeout_ms;
+	ctx->log_level = cfg->tp.log_level;
+	ctx->min_compress_bytes = cfg->min_compress_bytes;
+	gw_codec_init(&ctx->none, gw_codec_find("none"));
+	rc = -ENOMEM;
+	ctx->conns = calloc((size_t)size, sizeof(*ctx->conns));
+	if (!ctx->conns)
+		goto err_free;
+	for (int p = 0; p < size; p++) {
+		ctx->conns[p].peer = p;
+		if (gw_map_init(&ctx->conns[p].slots))
+			goto err_free;
+	}
+	rc = gw_rs_create(&ctx->rs);
+	if (rc)
+		goto err_free;
+	rc = gw_tp_create(&cfg->tp, rank, size, st, &ctx->tp);
+	if (rc) {
+		snprintf(err, errlen, "transport (%s on %s): %s",
+			 cfg->tp.provider ? cfg->tp.provider : "default provider",
+			 cfg->tp.iface ? cfg->tp.iface : "default interface",
+			 gw_strerror(rc));
+		goto err_free;
+	}
+	rc = handshake(ctx, cfg, st, job, err, errlen);
+	if (rc) {
+		ctx_log(ctx, GW_LOG_ERROR, "%s", err);
+		goto err_free;
+	}
+	*out = ctx;
+	return 0;
+err_free:
+	gw_ctx_destroy(ctx);
+	return rc;
+}
+
+void gw_ctx_destroy(struct gw_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	if (ctx->stats_out)
+		gw_ctx_stats_print(ctx, ctx->stats_out);
+	for (int p = 0; ctx->conns && p < ctx->size; p++) {
+		struct conn *c = &ctx->conns[p];
+
+		for (size_t i = 0; i < c->slots.cap; i++)
+			if (c->slots.e[i].val)
+				slot_free(ctx, c->slots.e[i].val);
+		gw_map_fini(&c->slots);
+		gw_mac_destroy(c->tx);
+		gw_mac_destroy(c->rx);
+		OPENSSL_cleanse(&c->hs, sizeof(c->hs));
+	}
+	gw_tp_destroy(ctx->tp);	/* after the buffers' registrations went */
+	gw_rs_destroy(ctx->rs);
+	free(ctx->conns);
+	free(ctx->scratch);
+	free(ctx);
+}
+
+int gw_ctx_rank(const struct gw_ctx *ctx) { return ctx->rank; }
+int gw_ctx_size(const struct gw_ctx *ctx) { return ctx->size; }
+struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx) { return ctx->tp; }
+
+const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer)
+{
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank)
+		return NULL;
+	return &ctx->conns[peer].hs.codec;
+}
+
+/* ---- sending --------------------------------------------------------------- */
+
+/* Common checks and the slot of (peer, slot). */
+static int req_slot(struct gw_ctx *ctx, int peer, uint32_t slot,
+		    struct conn_slot **cs)
+{
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || slot > GW_TP_SLOT_MAX)
+		return -EINVAL;
+	*cs = slot_get(&ctx->conns[peer], slot);
+	return *cs ? 0 : -ENOMEM;
+}
+
+/* Seal the frame whose body is in cs->sbuf and post it. */
+static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
+		      uint8_t flags, size_t body, struct gw_ctx_req *r)
+{
+	struct conn *c = cs->c;
+	struct gw_frame_hdr h = { kind, flags, cs->slot, cs->send_seq, body };
+	ssize_t flen = gw_frame_seal(c->tx, c->hs.mac, &h, cs->sbuf, cs->scap);
+	int rc;
+
+	if (flen < 0)
+		return (int)flen;
+	rc = gw_tp_isend(ctx->tp, c->peer, cs->slot, cs->send_seq, cs->sbuf,
+			 (size_t)flen, &r->tp);
+	if (rc)
+		return rc;
+	r->ctx = ctx;
+	r->cs = cs;
+	r->seq = cs->send_seq++;
+	r->kind = kind;
+	r->dir = 0;
+	cs->sbusy = true;
+	c->st.wire_sent += (uint64_t)flen;
+	return 0;
+}
+
+int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
+		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
+{
+	const struct gw_codec *codec;
+	struct gw_rs_entry *e = NULL;
+	struct conn_slot *cs;
+	size_t tag, need;
+	ssize_t len;
+	int rc, reshaped;
+
+	memset(r, 0, sizeof(*r));
+	rc = req_slot(ctx, peer, slot, &cs);
+	if (rc || n > GW_MAX_ELEMS || (n && !x))
+		return rc ? rc : -EINVAL;
+	if (cs->sbusy)
+		return -EBUSY;
+	codec = &cs->c->hs.codec;
+	r->lossy = (flags & GW_CTX_LOSSY) && codec->ops->lossy &&
+		   n * sizeof(float) >= ctx->min_compress_bytes;
+	if (!r->lossy)
+		codec = &ctx->none;
+	tag = gw_mac_tag_len(cs->c->hs.mac);
+	need = gw_frame_bound(gw_payload_bound(codec, n), cs->c->hs.mac);
+	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr, need);
+	if (rc)
+		return rc;
+	if (r->lossy) {
+		rc = gw_rs_get(ctx->rs, (uint32_t)peer, slot, n, codec, &e, &reshaped);
+		if (!rc)
+			rc = scratch_reserve(ctx, gw_codec_scratch_size(codec, n));
+		if (rc)
+			return rc;
+		if (reshaped) {
+			cs->c->st.residual_resets++;
+			ctx_log(ctx, GW_LOG_WARN, "rank %d slot %u: a tensor of %llu values "
+				"replaces the residual's shape; residual re-zeroed",
+				peer, slot, (unsigned long long)n);
+		}
+		len = gw_payload_encode(codec, e->state, ctx->scratch, x, e->res.buf,
+					e->staged, n, cs->sbuf + GW_FRAME_HDR,
+					cs->scap - GW_FRAME_HDR - tag);
+	} else {
+		len = gw_payload_encode(codec, NULL, NULL, x, NULL, NULL, n,
+					cs->sbuf + GW_FRAME_HDR,
+					cs->scap - GW_FRAME_HDR - tag);
+	}
+	if (len < 0)
+		return (int)len;
+	rc = post_frame(ctx, cs, GW_FRAME_TENSOR, r->lossy ? GW_FRAME_F_LOSSY : 0,
+			(size_t)len, r);
+	if (rc)
+		return rc;
+	if (e)
+		e->pending = 1;
+	r->res = e;
+	r->n = n;
+	return 0;
+}
+
+int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
+		       const void *buf, size_t len, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rc = req_slot(ctx, peer, slot, &cs);
+	if (rc || (len && !buf))
+		return rc ? rc : -EINVAL;
+	if (cs->sbusy)
+		return -EBUSY;
+	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
+			 gw_frame_bound(len, cs->c->hs.mac));
+	if (rc)
+		return rc;
+	if (len)
+		memcpy(cs->sbuf + GW_FRAME_HDR, buf, len);
+	rc = post_frame(ctx, cs, GW_FRAME_BYTES, 0, len, r);
+	r->n = len;
+	return rc;
+}
+
+/* ---- receiving ------------------------------------------------------------- */
+
+static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
+		     void *dst, uint64_t n, size_t need, int add,
+		     struct gw_ctx_req *r)
+{
+	int rc;
+
+	if (cs->rbusy)
+		return -EBUSY;
+	r->ctx = ctx;
+	r->cs = cs;
+	r->dst = dst;
+	r->n = n;
+	r->kind = kind;
+	r->dir = 1;
+	r->add = (uint8_t)add;
+	r->seq = cs->recv_seq;
+	if (cs->stash) {	/* already here (recv_any): nothing to post */
+		cs->rbusy = true;
+		cs->recv_seq++;
+		return 0;
+	}
+	rc = buf_reserve(ctx, &cs->rbuf, &cs->rcap, &cs->rmr, need);
+	if (rc)
+		return rc;
+	rc = gw_tp_irecv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, cs->rbuf,
+			 cs->rcap, &r->tp);
+	if (rc)
+		return rc;
+	cs->rbusy = true;
+	cs->recv_seq++;
+	return 0;
+}
+
+/* Receive bound: the negotiated codec or `none` (small or exact tensors). */
+static size_t tensor_bound(const struct conn *c, const struct gw_codec *none,
+			   uint64_t n)
+{
+	size_t a = gw_payload_bound(&c->hs.codec, n), b = gw_payload_bound(none, n);
+
+	return gw_frame_bound(a > b ? a : b, c->hs.mac);
+}
+
+int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
+		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rc = req_slot(ctx, peer, slot, &cs);
+	if (rc || n > GW_MAX_ELEMS || (n && !y))
+		return rc ? rc : -EINVAL;
+	return post_recv(ctx, cs, GW_FRAME_TENSOR, y, n,
+			 tensor_bound(cs->c, &ctx->none, n), !!(flags & GW_CTX_ADD), r);
+}
+
+int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
+		       size_t len, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rc = req_slot(ctx, peer, slot, &cs);
+	if (rc || (len && !buf))
+		return rc ? rc : -EINVAL;
+	return post_recv(ctx, cs, GW_FRAME_BYTES, buf, len,
+			 gw_frame_bound(len, cs->c->hs.mac), 0, r);
+}
+
+/* Authenticate, check and deliver a received frame of flen bytes. */
+static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t flen)
+{
+	struct conn_slot *cs = r->cs;
+	struct conn *c = cs->c;
+	struct gw_frame_hdr h;
+	struct gw_payload p;
+	const uint8_t *body;
+	const char *why;
+	int rc;
+
+	rc = gw_frame_open(c->rx, c->hs.mac, cs->rbuf, flen, cs->slot, r->seq, &h,
+			   &body);
+	if (rc) {
+		why = rc == -EKEYREJECTED ? "its MAC does not verify" :
+		      rc == -EPROTO ? "wrong slot or sequence number" :
+		      "malformed header";
+		goto reject;
+	}
+	rc = -EPROTO;
+	why = "a frame of another kind";
+	if (h.kind != r->kind)
+		goto reject;
+	if (h.kind == GW_FRAME_BYTES) {
+		why = "a byte message of another length";
+		if (h.len != r->n)
+			goto reject;
+		if (h.len)
+			memcpy(r->dst, body, h.len);
+		goto accept;
+	}
+	rc = gw_payload_parse(body, h.len, &p);
+	why = "malformed payload header";
+	if (rc)
+		goto reject;
+	rc = -EPROTO;
+	why = "a codec the connection did not negotiate";
+	if (p.id != GW_CODEC_NONE && (p.id != c->hs.codec.ops->id ||
+				      !(h.flags & GW_FRAME_F_LOSSY)))
+		goto reject;
+	rc = r->add ? gw_payload_decode_add(body, h.len, r->dst, r->n)
+		    : gw_payload_decode(body, h.len, r->dst, r->n);
+	why = "a payload that does not decode to the expected tensor";
+	if (rc)
+		goto reject;
+accept:
+	c->st.frames_recv++;
+	c->st.wire_recv += flen;
+	c->st.raw_recv += r->kind == GW_FRAME_BYTES ? r->n : r->n * sizeof(float);
+	return 0;
+reject:
+	if (rc == -EKEYREJECTED)
+		c->st.mac_failures++;
+	else
+		c->st.rejected++;
+	ctx_log(ctx, GW_LOG_ERROR, "frame from rank %d (slot %u, seq %u) rejected: "
+		"%s (%s)", c->peer, cs->slot, r->seq, why, gw_strerror(rc));
+	return rc;
+}
+
+int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got;
+	int rc;
+
+	if (!cs || r->ctx != ctx)
+		return -EINVAL;
+	if (r->dir == 1 && cs->stash) {
+		got = (ssize_t)cs->stash;
+		cs->stash = 0;
+	} else {
+		got = gw_tp_wait(ctx->tp, &r->tp, ctx->timeout_ms);
+	}
+	r->cs = NULL;
+	if (r->dir == 0) {
+		cs->sbusy = false;
+		if (got < 0) {
+			if (r->res)
+				gw_rs_abort(r->res);
+			cs->c->st.errors += got != -ETIMEDOUT;
+			cs->c->st.timeouts += got == -ETIMEDOUT;
+			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s",
+				cs->c->peer, cs->slot, gw_strerror((int)got));
+			return (int)got;
+		}
+		if (r->res)
+			gw_rs_commit(r->res);
+		cs->c->st.frames_sent++;
+		cs->c->st.raw_sent += r->kind == GW_FRAME_BYTES ? r->n : r->n * sizeof(float);
+		return 0;
+	}
+	cs->rbusy = false;
+	if (got < 0) {
+		cs->c->st.errors += got != -ETIMEDOUT;
+		cs->c->st.timeouts += got == -ETIMEDOUT;
+		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s",
+			cs->c->peer, cs->slot, gw_strerror((int)got));
+		return (int)got;
+	}
+	rc = deliver(ctx, r, (size_t)got);
+	return rc;
+}
+
+int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int rc = r[i].cs ? gw_ctx_wait(ctx, &r[i]) : 0;
+
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
+		    uint32_t slot, float *y, uint64_t n, unsigned flags, int *from)
+{
+	struct gw_ctx_req *r;
+	int64_t deadline = gw_now_ms() + ctx->timeout_ms;
+	int winner = -1, rc = 0, posted = 0;
+
+	if (npeers < 1)
+		return -EINVAL;
+	r = calloc((size_t)npeers, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (int i = 0; i < npeers && !rc; i++, posted++)
+		rc = gw_ctx_irecv(ctx, peers[i], slot, y, n, flags, &r[i]);
+	while (!rc && winner < 0) {
+		for (int i = 0; i < posted && winner < 0; i++)
+			if (r[i].cs->stash || gw_tp_test(ctx->tp, &r[i].tp) == 1)
+				winner = i;
+		if (winner >= 0)
+			break;
+		if (gw_now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		rc = gw_tp_progress(ctx->tp, 1);
+		rc = rc < 0 ? rc : 0;
+	}
+	/* Withdraw the others. One that arrived anyway is kept (stashed) for
+	 * the next receive on its slot; the others give back their seq. */
+	for (int i = 0; i < posted; i++) {
+		struct conn_slot *cs = r[i].cs;
+		ssize_t got;
+
+		if (i == winner || !cs)
+			continue;
+		got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r[i].tp, 0);
+		cs->rbusy = false;
+		if (got >= 0) {
+			cs->stash = (size_t)got;
+		} else {
+			cs->stash = 0;
+			cs->recv_seq--;
+		}
+	}
+	if (winner >= 0) {
+		rc = gw_ctx_wait(ctx, &r[winner]);
+		*from = peers[winner];
+	}
+	free(r);
+	return rc;
+}
+
+/* ---- statistics and residuals ---------------------------------------------- */
+
+int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s)
+{
+	const struct conn *c;
+
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank)
+		return -EINVAL;
+	c = &ctx->conns[peer];
+	*s = c->st;
+	if (c->hs.codec.ops)
+		gw_codec_format(&c->hs.codec, s->codec, sizeof(s->codec));
+	s->mac = c->hs.mac;
+	s->fell_back = c->hs.fell_back;
+	return 0;
+}
+
+void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f)
+{
+	for (int p = 0; p < ctx->size; p++) {
+		struct gw_conn_stats s;
+
+		if (gw_ctx_stats(ctx, p, &s))
+			continue;
+		fprintf(f, "gradwire[%d]: peer %d codec %s%s mac %s | sent %llu frames "
+			"%llu B raw %llu B wire (x%.2f) | recv %llu frames %llu B raw "
+			"%llu B wire | mac failures %llu rejected %llu timeouts %llu "
+			"errors %llu residual resets %llu\n", ctx->rank, p, s.codec,
+			s.fell_back ? " (fallback)" : "", gw_mac_alg_name(s.mac),
+			(unsigned long long)s.frames_sent, (unsigned long long)s.raw_sent,
+			(unsigned long long)s.wire_sent,
+			s.wire_sent ? (double)s.raw_sent / (double)s.wire_sent : 0.0,
+			(unsigned long long)s.frames_recv, (unsigned long long)s.raw_recv,
+			(unsigned long long)s.wire_recv, (unsigned long long)s.mac_failures,
+			(unsigned long long)s.rejected, (unsigned long long)s.timeouts,
+			(unsigned long long)s.errors, (unsigned long long)s.residual_resets);
+	}
+}
+
+void gw_ctx_stats_at_exit(struct gw_ctx *ctx, FILE *f)
+{
+	ctx->stats_out = f;
+}
+
+int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path)
+{
+	return gw_rs_save(ctx->rs, path);
+}
+
+int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path)
+{
+	return gw_rs_load(ctx->rs, path);
+}
+
+void gw_ctx_residuals_reset(struct gw_ctx *ctx)
+{
+	gw_rs_reset(ctx->rs);
+}
