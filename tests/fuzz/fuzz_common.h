@@ -42,27 +42,69 @@ static inline float *fuzz_alloc(uint64_t n)
 	return p;
 }
 
+/* Fill with a 32-bit pattern: one store, then doubling memcpy (few calls,
+ * so the instrumented build stays fast on 2^16-element buffers). */
 static inline void fuzz_fill(float *y, uint64_t n, uint32_t bits)
 {
-	for (uint64_t i = 0; i < n; i++)
-		memcpy(&y[i], &bits, 4);
+	uint64_t done = 1;
+
+	if (!n)
+		return;
+	memcpy(y, &bits, 4);
+	while (done < n) {
+		uint64_t k = done < n - done ? done : n - done;
+
+		memcpy(y + done, y, (size_t)k * 4);
+		done += k;
+	}
 }
 
-/* Index of the first element whose bits differ from bits, or n. */
-static inline uint64_t fuzz_first_not(const float *y, uint64_t n, uint32_t bits)
-{
-	for (uint64_t i = 0; i < n; i++)
-		if (memcmp(&y[i], &bits, 4))
-			return i;
-	return n;
-}
-
+/* Bits of a float (a 4-byte memcpy is a plain load). */
 static inline uint32_t fuzz_bits(float f)
 {
 	uint32_t u;
 
 	memcpy(&u, &f, 4);
 	return u;
+}
+
+#define FUZZ_CHUNK 4096
+
+/* Index of the first element whose bits differ from bits, or n. Compares
+ * whole chunks with memcmp against a reference chunk, element-wise only in
+ * a chunk that differs. */
+static inline uint64_t fuzz_first_not(const float *y, uint64_t n, uint32_t bits)
+{
+	static float ref[FUZZ_CHUNK];
+	static uint32_t ref_bits;
+	static int ref_ok;
+
+	if (!ref_ok || ref_bits != bits) {
+		fuzz_fill(ref, FUZZ_CHUNK, bits);
+		ref_bits = bits;
+		ref_ok = 1;
+	}
+	for (uint64_t i = 0; i < n; i += FUZZ_CHUNK) {
+		uint64_t k = n - i < FUZZ_CHUNK ? n - i : FUZZ_CHUNK;
+
+		if (!memcmp(y + i, ref, (size_t)k * 4))
+			continue;
+		for (uint64_t j = i; j < i + k; j++)
+			if (fuzz_bits(y[j]) != bits)
+				return j;
+	}
+	return n;
+}
+
+/* Index of the first element where a and b differ in bits, or n. */
+static inline uint64_t fuzz_first_diff(const float *a, const float *b, uint64_t n)
+{
+	if (!n || !memcmp(a, b, (size_t)n * 4))
+		return n;
+	for (uint64_t i = 0; i < n; i++)
+		if (fuzz_bits(a[i]) != fuzz_bits(b[i]))
+			return i;
+	return n;
 }
 
 static inline int fuzz_isnan_bits(uint32_t u)
@@ -77,6 +119,8 @@ static inline int fuzz_isnan_bits(uint32_t u)
  */
 static inline uint64_t fuzz_add_mismatch(const float *dec, const float *acc, uint64_t n)
 {
+	if (fuzz_first_diff(dec, acc, n) == n)
+		return n;
 	for (uint64_t i = 0; i < n; i++) {
 		uint32_t a = fuzz_bits(dec[i]), b = fuzz_bits(acc[i]);
 

@@ -101,10 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(bad == n, "%s rejected (%d) but wrote y[%llu]",
 				   o->impl, rc, (unsigned long long)bad);
 		} else {
-			bad = n;
-			for (uint64_t i = 0; i < n && bad == n; i++)
-				if (memcmp(&y[i], &ry[i], 4))
-					bad = i;
+			bad = fuzz_first_diff(y, ry, n);
 			FUZZ_CHECK(bad == n, "%s y[%llu] = %08x but %s gives %08x "
 				   "(unwritten element or implementations disagree)",
 				   o->impl, (unsigned long long)bad,
