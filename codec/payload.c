@@ -34,17 +34,18 @@ ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 			  uint64_t n, void *out, size_t cap)
 {
 	struct gw_enc_info info = { 0 };
-	size_t hdr = GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC;
 	uint8_t *o = out;
 	ssize_t len;
 
 	if (!gw_enc_args_ok(x, res, res_out, n) || !out)
 		return -EINVAL;
-	if (cap < hdr)
+	if (cap < GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC)
 		return -ENOSPC;
-	/* Encode after room for the optional record; close the gap after. */
-	len = c->ops->encode(c, state, scratch, x, res, res_out, n, o + hdr,
-			     cap - hdr, &info);
+	/* Encode in place for the common case; keep room to slide the
+	 * section 16 bytes on in the rare one that needs the record. */
+	len = c->ops->encode(c, state, scratch, x, res, res_out, n,
+			     o + GW_PAYLOAD_HDR,
+			     cap - GW_PAYLOAD_HDR - GW_PAYLOAD_NONFINITE_REC, &info);
 	if (len < 0)
 		return len;
 	o[0] = GW_PAYLOAD_VERSION;
@@ -54,14 +55,14 @@ ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 	gw_put32(o + 4, 0);
 	gw_put64(o + 8, n);
 	gw_put64(o + 16, (uint64_t)len);
-	if (info.flags & GW_PF_NONFINITE) {
-		gw_put64(o + 24, info.nonfinite_index);
-		gw_put32(o + 32, info.nonfinite_bits);
-		gw_put32(o + 36, 0);
-		return (ssize_t)hdr + len;
-	}
-	memmove(o + GW_PAYLOAD_HDR, o + hdr, (size_t)len);
-	return GW_PAYLOAD_HDR + len;
+	if (!(info.flags & GW_PF_NONFINITE))
+		return GW_PAYLOAD_HDR + len;
+	memmove(o + GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC, o + GW_PAYLOAD_HDR,
+		(size_t)len);
+	gw_put64(o + 24, info.nonfinite_index);
+	gw_put32(o + 32, info.nonfinite_bits);
+	gw_put32(o + 36, 0);
+	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + len;
 }
 
 int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
@@ -109,12 +110,17 @@ int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
 static int decode(const void *buf, size_t len, float *y, uint64_t n, int add)
 {
 	struct gw_payload p;
+	float old = 0;
 	int rc = gw_payload_parse(buf, len, &p);
 
 	if (rc)
 		return rc;
 	if (p.n != n || (n && !y))
 		return -EBADMSG;
+	/* The record replaces what the codec decodes at its index, so that
+	 * decode_add(acc) == acc + decode() whatever the section holds there. */
+	if (p.flags & GW_PF_NONFINITE)
+		old = y[p.nonfinite_index];
 	rc = add ? p.ops->decode_add(p.section, p.section_len, n, y)
 		 : p.ops->decode(p.section, p.section_len, n, y);
 	if (rc)
@@ -122,7 +128,7 @@ static int decode(const void *buf, size_t len, float *y, uint64_t n, int add)
 	if (p.flags & GW_PF_NONFINITE) {
 		float v = gw_u2f(p.nonfinite_bits);
 
-		y[p.nonfinite_index] = add ? y[p.nonfinite_index] + v : v;
+		y[p.nonfinite_index] = add ? old + v : v;
 	}
 	return 0;
 }
