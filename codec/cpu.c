@@ -7,13 +7,21 @@
  * GRADWIRE_FORCE_GENERIC is not read here: plugin/ owns the environment.
  */
 #include "codec_impl.h"
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 int gw_cpu_avx2(void)
 {
 #if defined(__x86_64__)
+	unsigned a, b, c = 0, d;
+
+	/* F16C from CPUID itself: clang's __builtin_cpu_supports lacks it. */
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
+		return 0;
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-	       __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("fma");
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
+	       __builtin_cpu_supports("fma");
 #else
 	return 0;
 #endif

@@ -13,7 +13,7 @@ static const char *const rounding_names[] = { "nearest", "stochastic", NULL };
 const struct gw_param_desc gw_params_topk[] = {
 	{ "ratio", GW_PARAM_F64, FIELD(ratio), 0, 1, true, 0.01, NULL,
 	  "fraction of elements sent: k = max(1, ceil(ratio * n))" },
-	{ NULL },
+	{ .key = NULL },
 };
 
 const struct gw_param_desc gw_params_randomk[] = {
@@ -21,7 +21,7 @@ const struct gw_param_desc gw_params_randomk[] = {
 	  "fraction of elements sent: k = max(1, ceil(ratio * n))" },
 	{ "seed", GW_PARAM_U64, FIELD(seed), 0, 1.8446744073709552e19, false, 0,
 	  NULL, "base seed of the index generator (mixed with a step counter)" },
-	{ NULL },
+	{ .key = NULL },
 };
 
 const struct gw_param_desc gw_params_int8[] = {
@@ -32,11 +32,11 @@ const struct gw_param_desc gw_params_int8[] = {
 	  "nearest (ties to even) or stochastic (unbiased, reproducible)" },
 	{ "seed", GW_PARAM_U64, FIELD(seed), 0, 1.8446744073709552e19, false, 0,
 	  NULL, "base seed of stochastic rounding (mixed with a step counter)" },
-	{ NULL },
+	{ .key = NULL },
 };
 
 const struct gw_param_desc gw_params_onebit[] = {
 	{ "bucket", GW_PARAM_U32, FIELD(bucket), 1, GW_BUCKET_MAX, false, 512,
 	  NULL, "elements that share one mean-magnitude scale" },
-	{ NULL },
+	{ .key = NULL },
 };
