@@ -26,6 +26,7 @@ static void test_stage_commit_abort(void)
 	struct gw_rs_entry *e, *e2;
 	float x[8] = { 1, -8, 2, 7, 3, 6, 4, 5 };
 	uint8_t out[512];
+	void *scratch = tu_alloc(gw_codec_scratch_size(&c, 8));
 	int reshaped;
 
 	CU_ASSERT_EQUAL_FATAL(gw_rs_create(&rs), 0);
@@ -35,7 +36,7 @@ static void test_stage_commit_abort(void)
 	CU_ASSERT_EQUAL(e->res.buf[3], 0.0f);
 
 	/* Send 1 fails: the residual stays zero, nothing was lost. */
-	CU_ASSERT(gw_payload_encode(&c, e->state, NULL, x, e->res.buf, e->staged, 8,
+	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8,
 				    out, sizeof(out)) > 0);
 	e->pending = 1;
 	CU_ASSERT_EQUAL(e->staged[0], 1.0f);	/* 1 was not sent */
@@ -44,7 +45,7 @@ static void test_stage_commit_abort(void)
 	CU_ASSERT_EQUAL(e->res.buf[0], 0.0f);
 
 	/* Send 2 completes: the unsent values become the residual. */
-	CU_ASSERT(gw_payload_encode(&c, e->state, NULL, x, e->res.buf, e->staged, 8,
+	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8,
 				    out, sizeof(out)) > 0);
 	e->pending = 1;
 	CU_ASSERT_EQUAL(gw_rs_get(rs, 1, 0, 4, &c, &e2, &reshaped), -EBUSY);
@@ -68,6 +69,7 @@ static void test_stage_commit_abort(void)
 	CU_ASSERT_EQUAL(gw_rs_resets(rs), 1);
 	gw_rs_destroy(rs);
 	gw_rs_destroy(NULL);
+	free(scratch);
 }
 
 static void test_codec_change_and_growth(void)
