@@ -145,7 +145,7 @@ static int open_cq(struct gw_tp *tp)
 
 	ret = fi_cq_open(tp->domain, &attr, &tp->cq, NULL);
 	if (ret == 0) {
-		tp->blocking = true;
+		tp->blocking = attr.wait_obj != FI_WAIT_NONE;
 		return 0;
 	}
 	tp_log(tp, GW_LOG_INFO, "CQ with a wait object: %s; waits back off",

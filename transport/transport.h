@@ -116,6 +116,9 @@ void gw_store_destroy(struct gw_store *st);
  * @timeout_ms: deadline of the address exchange and of blocking calls (> 0).
  * @force_mr: register every buffer even when the provider does not need it.
  * @log_level: enum gw_log_level.
+ * @spin_us: how long a waiter polls (yielding the core each time) after
+ *           traffic before it sleeps on the CQ: 0 = default (200 us),
+ *           < 0 = never sleep (for a rank that owns its core).
  */
 struct gw_tp_cfg {
 	const char *provider;
@@ -124,6 +127,7 @@ struct gw_tp_cfg {
 	int timeout_ms;
 	bool force_mr;
 	int log_level;
+	int spin_us;
 };
 
 struct gw_tp;
@@ -309,6 +313,7 @@ struct gw_tp {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	bool blocking;		/* fi_cq_sread works */
+	bool hot;		/* traffic lately: poll before sleeping */
 	bool need_mr;		/* FI_MR_LOCAL or force_mr */
 	uint64_t mr_mode;
 	uint64_t next_key;	/* requested keys when !FI_MR_PROV_KEY */
