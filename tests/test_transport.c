@@ -22,6 +22,7 @@
 #define TMO 15000
 
 static struct tp_env tcp_env = { TCP, "lo", false, GW_LOG_WARN, TMO, 0 };
+static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0 };
 static bool shm_ok;
 static char shm_why[256] = "not probed";
 
@@ -358,7 +359,11 @@ static int trunc_body(int rank, int size, const char *dir, void *arg)
 		return 2;
 	if (!sbuf || !rbuf)
 		FAIL(0, 9, "out of memory");
-	for (int i = 0; i < 3; i++) {
+	/* shm 1.17 spins forever inside fi_cq_read() on a truncated CMA
+	 * (>= 4 KiB past the eager size) receive: test only its eager case. */
+	int cases = env->iface ? 3 : 1;
+
+	for (int i = 0; i < cases; i++) {
 		if (rank == 0) {
 			ssize_t r;
 
@@ -372,9 +377,13 @@ static int trunc_body(int rank, int size, const char *dir, void *arg)
 
 			memset(rbuf, 0, 1 << 20);
 			r = gw_tp_recv(tp, 0, 20 + (uint32_t)i, 0, rbuf, cap[i]);
-			if (r != -EMSGSIZE)
+			printf("receive of %zu bytes into %zu: %zd (%s)\n",
+			       slen[i], cap[i], r, gw_strerror((int)r));
+			/* Eager: FI_ETRUNC. Larger: ofi_rxm 1.17 never
+			 * completes the receive, so the deadline must. */
+			if (r != -EMSGSIZE && (i == 0 || r != -ETIMEDOUT))
 				FAIL(1 + i, 2, "%zu bytes into %zu: got %zd, "
-				     "want -EMSGSIZE", slen[i], cap[i], r);
+				     "want an error", slen[i], cap[i], r);
 			for (size_t k = cap[i]; k < (1 << 20); k++)
 				if (rbuf[k])
 					FAIL(1 + i, 3, "wrote past the cap at %zu", k);
@@ -398,9 +407,15 @@ static void test_truncation(void)
 	int codes[TP_MAX_RANKS];
 	struct tp_env env = tcp_env;
 
-	env.timeout_ms = 3000;
+	env.timeout_ms = 1500;
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 20, trunc_body, &env, codes), 0);
 	expect_codes("truncation", codes, 2, NULL);
+	if (shm_ok) {
+		env = shm_env;
+		env.timeout_ms = 1500;
+		CU_ASSERT_EQUAL_FATAL(tp_run(2, 20, trunc_body, &env, codes), 0);
+		expect_codes("truncation (shm)", codes, 2, NULL);
+	}
 }
 
 /* ---- a peer killed mid-transfer ------------------------------------------ */
@@ -434,24 +449,31 @@ static int kill_body(int rank, int size, const char *dir, void *arg)
 	}
 	/* 0: send 64 MiB to 2 (never received) and wait for 2's reply.
 	 * 1: receive 2's 64 MiB and a reply that never comes. */
+	/* A post may fail too (ofi_rxm answers FI_EAGAIN until the deadline
+	 * once it knows the connection is gone): that is the error then. */
 	t0 = ms();
 	if (rank == 0)
 		ret = gw_tp_isend(tp, 2, 2, 0, sbuf, BIG, &req[0]);
 	else
 		ret = gw_tp_irecv(tp, 2, 1, 0, rbuf, BIG, &req[0]);
-	if (!ret)
-		ret = gw_tp_irecv(tp, 2, 3, 0, rbuf + (rank == 1 ? 0 : 4096),
-				  4096, &req[1]);
 	if (ret)
-		FAIL(3, 1, "post: %s", gw_strerror(ret));
-	ret = gw_tp_waitall(tp, req, 2, KILL_TMO);
+		req[0].result = ret;
+	if (gw_tp_irecv(tp, 2, 3, 0, rbuf + (rank == 1 ? 0 : 4096), 4096,
+			&req[1]))
+		FAIL(3, 1, "posting the reply receive");
+	if (ret)	/* only the reply is pending */
+		gw_tp_waitall(tp, &req[1], 1, KILL_TMO);
+	else
+		ret = gw_tp_waitall(tp, req, 2, KILL_TMO);
 	dt = ms() - t0;
 	printf("rank %d with a dead peer: %s %zd, reply %zd, after %lld ms\n",
 	       rank, rank == 0 ? "send" : "receive", req[0].result,
 	       req[1].result, (long long)dt);
 	if (ret >= 0 || req[1].result >= 0)
 		FAIL(4, 2, "no error from a dead peer");
-	if (dt > KILL_TMO + 1500)
+	if (rank == 0 && req[0].result >= 0)
+		FAIL(4, 2, "64 MiB sent to a dead peer");
+	if (dt > env->timeout_ms + KILL_TMO + 1500)
 		FAIL(4, 3, "took %lld ms", (long long)dt);
 	/* The survivors still talk to each other. */
 	if (rank == 0) {
@@ -545,8 +567,6 @@ static void test_store(void)
 }
 
 /* ---- shm ------------------------------------------------------------------- */
-
-static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0 };
 
 static void test_shm(void)
 {
@@ -659,5 +679,16 @@ int main(void)
 	else
 		snprintf(shm_why, sizeof(shm_why), "fi_getinfo/open of shm "
 			 "failed (probe exit %d)", codes[0]);
+	/* GW_TEST_ONLY=substring runs the matching tests only (debugging). */
+	const char *only = getenv("GW_TEST_ONLY");
+
+	if (only) {
+		size_t k = 0;
+
+		for (size_t i = 0; tests[i].pName; i++)
+			if (strstr(tests[i].pName, only))
+				tests[k++] = tests[i];
+		tests[k] = (CU_TestInfo)CU_TEST_INFO_NULL;
+	}
 	return tu_run("transport", tests);
 }

@@ -12,8 +12,11 @@
  *    and honour what the provider keeps; with FI_MR_LOCAL (or force_mr)
  *    every buffer gets a descriptor (per request, or from a caller
  *    registration covering it).
- *  - the CQ has a wait object so waiters sleep in fi_cq_sread(); a provider
- *    without one gets a CQ without wait object and waiters back off.
+ *  - the CQ has a file-descriptor wait object so waiters sleep in
+ *    fi_cq_sread(); a provider without one gets a CQ without wait object
+ *    and waiters back off. Not FI_WAIT_UNSPEC: shm 1.17 then picks a
+ *    yield/futex wait whose fi_cq_sread() ignored its timeout here (both
+ *    ranks stuck in it for 20 s after a truncated receive).
  *  - a requested interface is binding: the chosen domain must carry its
  *    name, or create fails. There is no fall-back to another interface.
  * Teardown runs in reverse order of creation (tp_fabric_close()).
@@ -138,7 +141,7 @@ static int open_cq(struct gw_tp *tp)
 {
 	struct fi_cq_attr attr = {
 		.format = FI_CQ_FORMAT_TAGGED,
-		.wait_obj = FI_WAIT_UNSPEC,
+		.wait_obj = FI_WAIT_FD,
 		.size = 0,
 	};
 	int ret;
@@ -148,7 +151,7 @@ static int open_cq(struct gw_tp *tp)
 		tp->blocking = attr.wait_obj != FI_WAIT_NONE;
 		return 0;
 	}
-	tp_log(tp, GW_LOG_INFO, "CQ with a wait object: %s; waits back off",
+	tp_log(tp, GW_LOG_INFO, "CQ with a wait fd: %s; waits back off",
 	       fi_strerror(-ret));
 	attr.wait_obj = FI_WAIT_NONE;
 	tp->blocking = false;

@@ -146,9 +146,15 @@ static int read_err(struct gw_tp *tp)
 	}
 	if (e.err == FI_ETRUNC) {
 		tp_log(tp, GW_LOG_ERROR,
-		       "message from rank %d (tag 0x%016llx) is %zu bytes longer "
-		       "than the %zu-byte receive: rejected", op->peer,
-		       (unsigned long long)op->tag, e.olen, op->len);
+		       "message from rank %d (tag 0x%016llx) is longer than the "
+		       "%zu-byte receive (by %zu bytes, 0: not told): rejected",
+		       op->peer, (unsigned long long)op->tag, op->len, e.olen);
+	} else if (e.err == FI_ECANCELED && !op->cancelling) {
+		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) aborted by "
+		       "the provider (connection lost?): %s", dir_name(op),
+		       op->peer, (unsigned long long)op->tag, txt ? txt : "");
+		complete(tp, op, -ECONNABORTED);
+		return 1;
 	} else if (e.err != FI_ECANCELED) {
 		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) failed: "
 		       "%s (%s)", dir_name(op), op->peer,
@@ -390,6 +396,7 @@ static void cancel_op(struct gw_tp *tp, struct tp_op *op, int why)
 	unsigned step = 0;
 	int ret;
 
+	op->cancelling = true;
 	ret = fi_cancel(&tp->ep->fid, &op->ctx);
 	while (op->state == OP_POSTED) {
 		int64_t left = deadline - gw_now_ms();

@@ -231,7 +231,13 @@ int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot,
  *               it completes or the context is destroyed; a warning says so.)
  *               A message that wins the race with the cancel is reported as
  *               received, never lost.
- *   -EMSGSIZE   the message was larger than the receive's cap.
+ *   -EMSGSIZE   the message was larger than the receive's cap (FI_ETRUNC).
+ *               ofi_rxm 1.17 reports this only for eager messages (up to
+ *               its ~16 KiB buffer size); a larger SAR or rendezvous
+ *               message never completes a too-small receive, so that wait
+ *               ends in -ETIMEDOUT (never a silent truncation, never a
+ *               write past cap).
+ *   -ECONNABORTED  the provider cancelled it on its own (connection lost).
  *   -ECONNRESET, -EIO, ...  a CQ error, logged with the peer's rank and the
  *               provider's text.
  *   -EINVAL     req was never posted or already waited for.
@@ -281,6 +287,7 @@ struct tp_op {
 	struct tp_op *next;		/* free list */
 	enum tp_op_state state;
 	enum tp_op_dir dir;
+	bool cancelling;		/* we called fi_cancel on it */
 	int peer;
 	uint64_t tag;
 	size_t len;			/* send length or receive cap */
