@@ -21,8 +21,8 @@
 #define TCP "tcp;ofi_rxm"
 #define TMO 15000
 
-static struct tp_env tcp_env = { TCP, "lo", false, GW_LOG_WARN, TMO, 0 };
-static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0 };
+static struct tp_env tcp_env = {TCP, "lo", false, GW_LOG_WARN, TMO, 0};
+static struct tp_env shm_env = {"shm", NULL, false, GW_LOG_WARN, TMO, 0};
 static bool shm_ok;
 static char shm_why[256] = "not probed";
 
@@ -36,26 +36,27 @@ static int64_t ms(void)
 
 static uint64_t seed_of(int src, int dst, uint32_t slot, uint32_t seq, size_t len)
 {
-	return ((uint64_t)src << 56) ^ ((uint64_t)dst << 48) ^
-	       ((uint64_t)slot << 32) ^ ((uint64_t)seq << 8) ^ len;
+	return ((uint64_t)src << 56) ^ ((uint64_t)dst << 48) ^ ((uint64_t)slot << 32) ^
+	       ((uint64_t)seq << 8) ^ len;
 }
 
 /* Rank bodies fail with a code: 10 * step + what (1 post, 2 wait, 3 data). */
-#define FAIL(step, what, ...) do { \
-	fprintf(stderr, "rank %d step %d: ", rank, (step)); \
-	fprintf(stderr, __VA_ARGS__); \
-	fputc('\n', stderr); \
-	code = 10 * (step) + (what); \
-	goto out; \
-} while (0)
+#define FAIL(step, what, ...)                                                                      \
+	do {                                                                                       \
+		fprintf(stderr, "rank %d step %d: ", rank, (step));                                \
+		fprintf(stderr, __VA_ARGS__);                                                      \
+		fputc('\n', stderr);                                                               \
+		code = 10 * (step) + (what);                                                       \
+		goto out;                                                                          \
+	} while (0)
 
 /* ---- ring: send to the right, receive from the left, together ---------- */
 
-static const size_t ring_sizes[] = { 1, 7, 4096, 1 << 20, 64 << 20 };
+static const size_t ring_sizes[] = {1, 7, 4096, 1 << 20, 64 << 20};
 
 /* One full-duplex ring step on tp; 0 or a FAIL code base. */
-static int ring_step(struct gw_tp *tp, int rank, int size, uint32_t slot,
-		     size_t len, void *sbuf, void *rbuf, int tmo)
+static int ring_step(struct gw_tp *tp, int rank, int size, uint32_t slot, size_t len, void *sbuf,
+		     void *rbuf, int tmo)
 {
 	int right = (rank + 1) % size, left = (rank - 1 + size) % size;
 	struct gw_tp_req req[2];
@@ -77,14 +78,13 @@ static int ring_step(struct gw_tp *tp, int rank, int size, uint32_t slot,
 	}
 	ret = gw_tp_waitall(tp, req, 2, tmo);
 	if (ret || req[0].result != (ssize_t)len || req[1].result != (ssize_t)len) {
-		fprintf(stderr, "rank %d: ring %zu B: recv %zd send %zd (%s)\n",
-			rank, len, req[0].result, req[1].result, gw_strerror(ret));
+		fprintf(stderr, "rank %d: ring %zu B: recv %zd send %zd (%s)\n", rank, len,
+			req[0].result, req[1].result, gw_strerror(ret));
 		return 2;
 	}
 	bad = tp_mismatch(rbuf, len, seed_of(left, rank, slot, 0, len));
 	if (bad) {
-		fprintf(stderr, "rank %d: ring %zu B: byte %zu differs\n", rank,
-			len, bad - 1);
+		fprintf(stderr, "rank %d: ring %zu B: byte %zu differs\n", rank, len, bad - 1);
 		return 3;
 	}
 	return 0;
@@ -112,8 +112,8 @@ static int ring_body(int rank, int size, const char *dir, void *arg)
 		FAIL(0, 9, "out of memory");
 	if (rank == 0)
 		printf("ring %d ranks: provider %s, mr_mode 0x%llx, waits %s, "
-		       "address %s\n", size, gw_tp_provider(tp),
-		       (unsigned long long)gw_tp_mr_mode(tp),
+		       "address %s\n",
+		       size, gw_tp_provider(tp), (unsigned long long)gw_tp_mr_mode(tp),
 		       gw_tp_blocking(tp) ? "block in fi_cq_sread" : "back off",
 		       gw_tp_addr_str(tp));
 	if (ra->preregister) {
@@ -123,8 +123,7 @@ static int ring_body(int rank, int size, const char *dir, void *arg)
 	regs = gw_tp_mr_count(tp);
 	for (size_t i = 0; i < sizeof(ring_sizes) / sizeof(ring_sizes[0]); i++) {
 		int64_t t1 = ms();
-		int r = ring_step(tp, rank, size, (uint32_t)i, ring_sizes[i],
-				  sbuf, rbuf, TMO);
+		int r = ring_step(tp, rank, size, (uint32_t)i, ring_sizes[i], sbuf, rbuf, TMO);
 
 		if (getenv("GW_TEST_VERBOSE"))
 			printf("rank %d ring %zu B: %lld ms\n", rank, ring_sizes[i],
@@ -138,8 +137,7 @@ static int ring_body(int rank, int size, const char *dir, void *arg)
 		uint64_t made = gw_tp_mr_count(tp) - regs;
 
 		if (ra->preregister ? made != 0 : made < 10)
-			FAIL(7, 7, "%llu registrations for 10 transfers",
-			     (unsigned long long)made);
+			FAIL(7, 7, "%llu registrations for 10 transfers", (unsigned long long)made);
 	}
 	if (tp_barrier(st, rank, size, "ring-end", TMO))
 		FAIL(8, 1, "final barrier");
@@ -152,23 +150,20 @@ out:
 	return code;
 }
 
-static void expect_codes(const char *what, const int *codes, int size,
-			 const int *want)
+static void expect_codes(const char *what, const int *codes, int size, const int *want)
 {
 	for (int r = 0; r < size; r++) {
 		int w = want ? want[r] : 0;
 
 		if (codes[r] != w)
-			printf("\n  %s: rank %d exited %d (want %d)\n", what, r,
-			       codes[r], w);
+			printf("\n  %s: rank %d exited %d (want %d)\n", what, r, codes[r], w);
 		CU_ASSERT_EQUAL(codes[r], w);
 	}
 }
 
-static void run_ring(const struct tp_env *env, int size, bool prereg,
-		     const char *what)
+static void run_ring(const struct tp_env *env, int size, bool prereg, const char *what)
 {
-	struct ring_arg ra = { env, prereg };
+	struct ring_arg ra = {env, prereg};
 	int codes[TP_MAX_RANKS];
 	int64_t t0 = ms();
 
@@ -199,15 +194,15 @@ static void test_force_mr(void)
 /* ---- all-to-all: many tags from many peers in flight at once ----------- */
 
 #define A2A_SLOTS 3
-#define A2A_SEQS 4
-#define A2A_LEN 100
+#define A2A_SEQS  4
+#define A2A_LEN	  100
 
 static int a2a_body(int rank, int size, const char *dir, void *arg)
 {
 	const struct tp_env *env = arg;
 	size_t n = (size_t)size * A2A_SLOTS * A2A_SEQS;
 	struct gw_tp_req *rr = calloc(n, sizeof(*rr)), *sr = calloc(n, sizeof(*sr));
-	char (*rbuf)[A2A_LEN] = calloc(n, A2A_LEN), (*sbuf)[A2A_LEN] = calloc(n, A2A_LEN);
+	char(*rbuf)[A2A_LEN] = calloc(n, A2A_LEN), (*sbuf)[A2A_LEN] = calloc(n, A2A_LEN);
 	struct gw_store *st;
 	int code = 0, err, ret;
 	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
@@ -256,8 +251,10 @@ static int a2a_body(int rank, int size, const char *dir, void *arg)
 
 		if (rr[i].result != (ssize_t)len ||
 		    tp_mismatch(rbuf[i], len, seed_of(p, rank, slot, seq, len)))
-			FAIL(5, 3, "message from %d slot %u seq %u: %zd bytes, "
-			     "content %s", p, slot, seq, rr[i].result,
+			FAIL(5, 3,
+			     "message from %d slot %u seq %u: %zd bytes, "
+			     "content %s",
+			     p, slot, seq, rr[i].result,
 			     rr[i].result == (ssize_t)len ? "wrong" : "-");
 	}
 	if (tp_barrier(st, rank, size, "a2a-end", TMO))
@@ -305,10 +302,9 @@ static int timeout_body(int rank, int size, const char *dir, void *arg)
 		if (r != -ETIMEDOUT)
 			FAIL(1, 2, "wait returned %zd, not -ETIMEDOUT", r);
 		if (dt < SHORT_TMO - 5 || dt > SHORT_TMO + 700)
-			FAIL(1, 3, "timed out after %lld ms (asked %d)",
-			     (long long)dt, SHORT_TMO);
-		printf("receive timed out after %lld ms (timeout %d ms)\n",
-		       (long long)dt, SHORT_TMO);
+			FAIL(1, 3, "timed out after %lld ms (asked %d)", (long long)dt, SHORT_TMO);
+		printf("receive timed out after %lld ms (timeout %d ms)\n", (long long)dt,
+		       SHORT_TMO);
 		/* A request already waited for is not waited for twice. */
 		if (gw_tp_wait(tp, &req, 10) != -EINVAL)
 			FAIL(1, 4, "second wait of a finished request");
@@ -349,7 +345,7 @@ static void test_timeout(void)
 static int trunc_body(int rank, int size, const char *dir, void *arg)
 {
 	const struct tp_env *env = arg;
-	static const size_t slen[3] = { 4096, 65536, 1 << 20 }, cap[3] = { 1024, 4096, 4096 };
+	static const size_t slen[3] = {4096, 65536, 1 << 20}, cap[3] = {1024, 4096, 4096};
 	struct gw_store *st;
 	char *sbuf = malloc(1 << 20), *rbuf = malloc(1 << 20);
 	int code = 0, err;
@@ -370,20 +366,22 @@ static int trunc_body(int rank, int size, const char *dir, void *arg)
 			tp_pattern(sbuf, slen[i], (uint64_t)i);
 			r = gw_tp_send(tp, 1, 20 + (uint32_t)i, 0, sbuf, slen[i]);
 			/* The sender may or may not learn of it; it must not hang. */
-			printf("send of %zu bytes into a %zu-byte receive: %zd (%s)\n",
-			       slen[i], cap[i], r, r < 0 ? gw_strerror((int)r) : "ok");
+			printf("send of %zu bytes into a %zu-byte receive: %zd (%s)\n", slen[i],
+			       cap[i], r, r < 0 ? gw_strerror((int)r) : "ok");
 		} else {
 			ssize_t r;
 
 			memset(rbuf, 0, 1 << 20);
 			r = gw_tp_recv(tp, 0, 20 + (uint32_t)i, 0, rbuf, cap[i]);
-			printf("receive of %zu bytes into %zu: %zd (%s)\n",
-			       slen[i], cap[i], r, gw_strerror((int)r));
+			printf("receive of %zu bytes into %zu: %zd (%s)\n", slen[i], cap[i], r,
+			       gw_strerror((int)r));
 			/* Eager: FI_ETRUNC. Larger: ofi_rxm 1.17 never
 			 * completes the receive, so the deadline must. */
 			if (r != -EMSGSIZE && (i == 0 || r != -ETIMEDOUT))
-				FAIL(1 + i, 2, "%zu bytes into %zu: got %zd, "
-				     "want an error", slen[i], cap[i], r);
+				FAIL(1 + i, 2,
+				     "%zu bytes into %zu: got %zd, "
+				     "want an error",
+				     slen[i], cap[i], r);
 			for (size_t k = cap[i]; k < (1 << 20); k++)
 				if (rbuf[k])
 					FAIL(1 + i, 3, "wrote past the cap at %zu", k);
@@ -421,7 +419,7 @@ static void test_truncation(void)
 /* ---- a peer killed mid-transfer ------------------------------------------ */
 
 #define KILL_TMO 2000
-#define BIG (64u << 20)
+#define BIG	 (64u << 20)
 
 static int kill_body(int rank, int size, const char *dir, void *arg)
 {
@@ -458,17 +456,15 @@ static int kill_body(int rank, int size, const char *dir, void *arg)
 		ret = gw_tp_irecv(tp, 2, 1, 0, rbuf, BIG, &req[0]);
 	if (ret)
 		req[0].result = ret;
-	if (gw_tp_irecv(tp, 2, 3, 0, rbuf + (rank == 1 ? 0 : 4096), 4096,
-			&req[1]))
+	if (gw_tp_irecv(tp, 2, 3, 0, rbuf + (rank == 1 ? 0 : 4096), 4096, &req[1]))
 		FAIL(3, 1, "posting the reply receive");
-	if (ret)	/* only the reply is pending */
+	if (ret) /* only the reply is pending */
 		gw_tp_waitall(tp, &req[1], 1, KILL_TMO);
 	else
 		ret = gw_tp_waitall(tp, req, 2, KILL_TMO);
 	dt = ms() - t0;
-	printf("rank %d with a dead peer: %s %zd, reply %zd, after %lld ms\n",
-	       rank, rank == 0 ? "send" : "receive", req[0].result,
-	       req[1].result, (long long)dt);
+	printf("rank %d with a dead peer: %s %zd, reply %zd, after %lld ms\n", rank,
+	       rank == 0 ? "send" : "receive", req[0].result, req[1].result, (long long)dt);
 	if (ret >= 0 || req[1].result >= 0)
 		FAIL(4, 2, "no error from a dead peer");
 	if (rank == 0 && req[0].result >= 0)
@@ -483,8 +479,7 @@ static int kill_body(int rank, int size, const char *dir, void *arg)
 	} else {
 		char buf[4096];
 
-		if (gw_tp_recv(tp, 0, 9, 0, buf, sizeof(buf)) != 4096 ||
-		    tp_mismatch(buf, 4096, 5))
+		if (gw_tp_recv(tp, 0, 9, 0, buf, sizeof(buf)) != 4096 || tp_mismatch(buf, 4096, 5))
 			FAIL(5, 3, "survivor receive");
 	}
 out:
@@ -497,7 +492,7 @@ out:
 
 static void test_killed_peer(void)
 {
-	static const int want[3] = { 0, 0, 128 + SIGKILL };
+	static const int want[3] = {0, 0, 128 + SIGKILL};
 	int codes[TP_MAX_RANKS];
 	struct tp_env env = tcp_env;
 
@@ -522,14 +517,17 @@ static int store_body(int rank, int size, const char *dir, void *arg)
 		return 2;
 	if (rank == 0) {
 		/* Keys that would collide if merely sanitised. */
-		if (gw_store_set(st, "a/b", "slash", 5) ||
-		    gw_store_set(st, "a_b", "under", 5) ||
-		    gw_store_set(st, "a%2Fb", "percent", 7) ||
-		    gw_store_set(st, "../x", "dots", 4))
+		if (gw_store_set(st, "a/b", "slash", 5) || gw_store_set(st, "a_b", "under", 5) ||
+		    gw_store_set(st, "a%2Fb", "percent", 7) || gw_store_set(st, "../x", "dots", 4))
 			FAIL(1, 1, "set");
 		if (gw_store_set(st, "a/b", "SLASH!", 6))
 			FAIL(1, 2, "replace");
+		if (gw_store_set(st, "ready", "", 0))
+			FAIL(1, 2, "ready");
 	}
+	/* An empty value is a value; rank 1 reads after "ready". */
+	if (gw_store_get(st, "ready", buf, sizeof(buf), 5000) != 0)
+		FAIL(2, 1, "ready");
 	r = gw_store_get(st, "a/b", buf, sizeof(buf), 5000);
 	if (r != 6 || memcmp(buf, "SLASH!", 6))
 		FAIL(2, 3, "a/b: %zd", r);
@@ -547,8 +545,7 @@ static int store_body(int rank, int size, const char *dir, void *arg)
 	t0 = ms();
 	r = gw_store_get(st, "never", buf, sizeof(buf), 150);
 	if (r != -ETIMEDOUT || ms() - t0 < 140 || ms() - t0 > 600)
-		FAIL(4, 3, "missing key: %zd after %lld ms", r,
-		     (long long)(ms() - t0));
+		FAIL(4, 3, "missing key: %zd after %lld ms", r, (long long)(ms() - t0));
 out:
 	gw_store_destroy(st);
 	return code;
@@ -560,7 +557,7 @@ static void test_store(void)
 
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 10, store_body, NULL, codes), 0);
 	expect_codes("store", codes, 2, NULL);
-	CU_ASSERT_EQUAL(gw_store_file_create("/nonexistent/dir", &(struct gw_store *){ NULL }),
+	CU_ASSERT_EQUAL(gw_store_file_create("/nonexistent/dir", &(struct gw_store *){NULL}),
 			-ENOENT);
 	gw_store_destroy(NULL);
 	gw_tp_destroy(NULL);
@@ -637,7 +634,7 @@ static int probe_body(int rank, int size, const char *dir, void *arg)
 
 	if (!tp)
 		return err == -ENODATA ? 77 : 3;
-	if (gw_tp_isend(tp, 0, 1, 1, b, sizeof(b), &(struct gw_tp_req){ 0 }) ||
+	if (gw_tp_isend(tp, 0, 1, 1, b, sizeof(b), &(struct gw_tp_req){0}) ||
 	    gw_tp_recv(tp, 0, 1, 1, c, sizeof(c)) != sizeof(b))
 		err = 4;
 	tp_close(tp, st);
@@ -647,17 +644,17 @@ static int probe_body(int rank, int size, const char *dir, void *arg)
 int main(void)
 {
 	static CU_TestInfo tests[] = {
-		{ "file store: atomic, injective keys, timeouts", test_store },
-		{ "arguments, tag layout, self send, no interface fall-back", test_args },
-		{ "ring of 2 ranks, 1 B to 64 MiB", test_ring2 },
-		{ "ring of 4 ranks, 1 B to 64 MiB", test_ring4 },
-		{ "all-to-all, 48 tags in flight per rank", test_alltoall },
-		{ "receive timeout, then still usable", test_timeout },
-		{ "truncation is an error", test_truncation },
-		{ "killed peer: errors, no hang", test_killed_peer },
-		{ "force_mr: registration path", test_force_mr },
-		{ "shm provider", test_shm },
-		CU_TEST_INFO_NULL,
+	    {"file store: atomic, injective keys, timeouts", test_store},
+	    {"arguments, tag layout, self send, no interface fall-back", test_args},
+	    {"ring of 2 ranks, 1 B to 64 MiB", test_ring2},
+	    {"ring of 4 ranks, 1 B to 64 MiB", test_ring4},
+	    {"all-to-all, 48 tags in flight per rank", test_alltoall},
+	    {"receive timeout, then still usable", test_timeout},
+	    {"truncation is an error", test_truncation},
+	    {"killed peer: errors, no hang", test_killed_peer},
+	    {"force_mr: registration path", test_force_mr},
+	    {"shm provider", test_shm},
+	    CU_TEST_INFO_NULL,
 	};
 	struct tp_env quiet;
 	int codes[1];
@@ -668,8 +665,10 @@ int main(void)
 	if (tp_run(1, 20, probe_body, &quiet, codes) || codes[0] != 0) {
 		char why[128];
 
-		snprintf(why, sizeof(why), "libfabric %s on lo unusable here "
-			 "(probe exit %d)", TCP, codes[0]);
+		snprintf(why, sizeof(why),
+			 "libfabric %s on lo unusable here "
+			 "(probe exit %d)",
+			 TCP, codes[0]);
 		tu_skip(why);
 	}
 	quiet = shm_env;
@@ -677,8 +676,10 @@ int main(void)
 	if (tp_run(1, 20, probe_body, &quiet, codes) == 0 && codes[0] == 0)
 		shm_ok = true;
 	else
-		snprintf(shm_why, sizeof(shm_why), "fi_getinfo/open of shm "
-			 "failed (probe exit %d)", codes[0]);
+		snprintf(shm_why, sizeof(shm_why),
+			 "fi_getinfo/open of shm "
+			 "failed (probe exit %d)",
+			 codes[0]);
 	/* GW_TEST_ONLY=substring runs the matching tests only (debugging). */
 	const char *only = getenv("GW_TEST_ONLY");
 

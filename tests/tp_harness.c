@@ -87,9 +87,8 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 			for (int r = 0; r < size; r++) {
 				if (pid[r] != p)
 					continue;
-				codes[r] = WIFEXITED(status) ?
-					   WEXITSTATUS(status) :
-					   128 + WTERMSIG(status);
+				codes[r] = WIFEXITED(status) ? WEXITSTATUS(status)
+							     : 128 + WTERMSIG(status);
 				pid[r] = 0;
 				left--;
 			}
@@ -98,15 +97,16 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 		if (now_ms() > deadline) {
 			for (int r = 0; r < size; r++) {
 				if (pid[r] > 0) {
-					fprintf(stderr, "harness: rank %d "
-						"overran %d s, killed\n", r,
-						limit_s);
+					fprintf(stderr,
+						"harness: rank %d "
+						"overran %d s, killed\n",
+						r, limit_s);
 					kill(pid[r], SIGKILL);
 				}
 			}
 			deadline = now_ms() + 5000;
 		}
-		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		struct timespec ts = {0, 5 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);
 	}
@@ -117,13 +117,13 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 struct gw_tp_cfg tp_cfg(const struct tp_env *env)
 {
 	struct gw_tp_cfg cfg = {
-		.provider = env->provider,
-		.iface = env->iface,
-		.job = "test",
-		.timeout_ms = env->timeout_ms > 0 ? env->timeout_ms : 10000,
-		.force_mr = env->force_mr,
-		.log_level = env->log_level,
-		.spin_us = env->spin_us,
+	    .provider = env->provider,
+	    .iface = env->iface,
+	    .job = "test",
+	    .timeout_ms = env->timeout_ms > 0 ? env->timeout_ms : 10000,
+	    .force_mr = env->force_mr,
+	    .log_level = env->log_level,
+	    .spin_us = env->spin_us,
 	};
 	return cfg;
 }
@@ -136,13 +136,12 @@ int tp_check_loopback(const struct gw_tp *tp, const struct tp_env *env)
 		return 0;
 	if (!strncmp(a, "127.", 4) || !strncmp(a, "[::1]", 5))
 		return 0;
-	fprintf(stderr, "rank %d: address %s is not loopback\n",
-		gw_tp_rank(tp), a);
+	fprintf(stderr, "rank %d: address %s is not loopback\n", gw_tp_rank(tp), a);
 	return -EADDRNOTAVAIL;
 }
 
-struct gw_tp *tp_open(const struct tp_env *env, int rank, int size,
-		      const char *dir, struct gw_store **st, int *err)
+struct gw_tp *tp_open(const struct tp_env *env, int rank, int size, const char *dir,
+		      struct gw_store **st, int *err)
 {
 	struct gw_tp_cfg cfg = tp_cfg(env);
 	struct gw_tp *tp = NULL;
@@ -168,8 +167,7 @@ out_store:
 	*st = NULL;
 out:
 	fprintf(stderr, "rank %d: opening %s%s%s: %s\n", rank, env->provider,
-		env->iface ? " on " : "", env->iface ? env->iface : "",
-		gw_strerror(ret));
+		env->iface ? " on " : "", env->iface ? env->iface : "", gw_strerror(ret));
 	*err = ret;
 	return NULL;
 }
@@ -180,8 +178,7 @@ void tp_close(struct gw_tp *tp, struct gw_store *st)
 	gw_store_destroy(st);
 }
 
-int tp_barrier(struct gw_store *st, int rank, int size, const char *name,
-	       int timeout_ms)
+int tp_barrier(struct gw_store *st, int rank, int size, const char *name, int timeout_ms)
 {
 	char key[128], v = 1;
 	int ret;

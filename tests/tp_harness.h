@@ -24,7 +24,7 @@
 
 struct tp_env {
 	const char *provider;
-	const char *iface;	/* "lo", or NULL for providers without one (shm) */
+	const char *iface; /* "lo", or NULL for providers without one (shm) */
 	bool force_mr;
 	int log_level;
 	int timeout_ms;
@@ -40,14 +40,13 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);
 struct gw_tp_cfg tp_cfg(const struct tp_env *env);
 /* Store + context for one rank; prints why and returns NULL on failure
  * (err gets the transport's error). */
-struct gw_tp *tp_open(const struct tp_env *env, int rank, int size,
-		      const char *dir, struct gw_store **st, int *err);
+struct gw_tp *tp_open(const struct tp_env *env, int rank, int size, const char *dir,
+		      struct gw_store **st, int *err);
 void tp_close(struct gw_tp *tp, struct gw_store *st);
 /* 0 when tp's address is loopback (or the provider has no IP address). */
 int tp_check_loopback(const struct gw_tp *tp, const struct tp_env *env);
 /* Everyone reaches name before anyone leaves it (through the store). */
-int tp_barrier(struct gw_store *st, int rank, int size, const char *name,
-	       int timeout_ms);
+int tp_barrier(struct gw_store *st, int rank, int size, const char *name, int timeout_ms);
 /* Deterministic bytes of message (src, tag) and their check. */
 void tp_pattern(void *buf, size_t len, uint64_t seed);
 size_t tp_mismatch(const void *buf, size_t len, uint64_t seed);

@@ -57,8 +57,7 @@ static double median(double *v, int n)
 }
 
 /* One repetition of the streaming test; rank 0 returns GB/s. */
-static double stream_once(struct gw_tp *tp, const struct opts *o, char *buf,
-			  uint32_t rep)
+static double stream_once(struct gw_tp *tp, const struct opts *o, char *buf, uint32_t rep)
 {
 	struct gw_tp_req *req = calloc((size_t)o->window, sizeof(*req));
 	int rank = gw_tp_rank(tp), done = 0, posted = 0;
@@ -71,16 +70,15 @@ static double stream_once(struct gw_tp *tp, const struct opts *o, char *buf,
 		while (posted < o->msgs && posted - done < o->window) {
 			struct gw_tp_req *r = &req[posted % o->window];
 			char *b = buf + (size_t)(posted % o->window) * o->size;
-			int ret = rank == 0 ?
-				gw_tp_isend(tp, 1, rep, (uint32_t)posted, b, o->size, r) :
-				gw_tp_irecv(tp, 0, rep, (uint32_t)posted, b, o->size, r);
+			int ret = rank == 0
+				      ? gw_tp_isend(tp, 1, rep, (uint32_t)posted, b, o->size, r)
+				      : gw_tp_irecv(tp, 0, rep, (uint32_t)posted, b, o->size, r);
 
 			if (ret)
 				goto out;
 			posted++;
 		}
-		if (gw_tp_wait(tp, &req[done % o->window], o->env.timeout_ms) !=
-		    (ssize_t)o->size)
+		if (gw_tp_wait(tp, &req[done % o->window], o->env.timeout_ms) != (ssize_t)o->size)
 			goto out;
 		done++;
 	}
@@ -99,8 +97,7 @@ out:
 	return gbs;
 }
 
-static double pingpong_once(struct gw_tp *tp, const struct opts *o, char *buf,
-			    uint32_t rep)
+static double pingpong_once(struct gw_tp *tp, const struct opts *o, char *buf, uint32_t rep)
 {
 	int rank = gw_tp_rank(tp), peer = 1 - rank;
 	double t0 = now_s();
@@ -138,9 +135,9 @@ static int bench_body(int rank, int size, const char *dir, void *arg)
 	memset(buf, rank + 1, bytes);
 	if (gw_tp_mr_reg(tp, buf, bytes, &mr))
 		goto out;
-	for (int r = -1; r < o->reps; r++) {	/* r = -1: warm-up */
-		double g = o->pingpong ? pingpong_once(tp, o, buf, (uint32_t)(r + 1)) :
-			   stream_once(tp, o, buf, (uint32_t)(r + 1));
+	for (int r = -1; r < o->reps; r++) { /* r = -1: warm-up */
+		double g = o->pingpong ? pingpong_once(tp, o, buf, (uint32_t)(r + 1))
+				       : stream_once(tp, o, buf, (uint32_t)(r + 1));
 
 		if (g < 0) {
 			fprintf(stderr, "rank %d: repetition %d failed\n", rank, r);
@@ -202,11 +199,16 @@ static int run_capture(char *const argv[], char *out, size_t cap, int limit_s)
 static double fi_pingpong_once(const struct opts *o, int port)
 {
 	char size[32], iters[32], portstr[16], out[8192];
-	char *srv[] = { "fi_pingpong", "-p", (char *)o->env.provider, "-e", "rdm",
-			"-d", "lo", "-I", iters, "-S", size, "-B", portstr, NULL };
-	char *cli[] = { "fi_pingpong", "-p", (char *)o->env.provider, "-e", "rdm",
-			"-d", "lo", "-I", iters, "-S", size, "-P", portstr,
-			"127.0.0.1", NULL };
+	char *srv[] = {"fi_pingpong", "-p",  (char *)o->env.provider,
+		       "-e",	      "rdm", "-d",
+		       "lo",	      "-I",  iters,
+		       "-S",	      size,  "-B",
+		       portstr,	      NULL};
+	char *cli[] = {"fi_pingpong", "-p",	   (char *)o->env.provider,
+		       "-e",	      "rdm",	   "-d",
+		       "lo",	      "-I",	   iters,
+		       "-S",	      size,	   "-P",
+		       portstr,	      "127.0.0.1", NULL};
 	double mbs = -1;
 	int status;
 	pid_t pid;
@@ -238,8 +240,7 @@ static double fi_pingpong_once(const struct opts *o, int port)
 			char b[32], s[32], a[32], t[32], tm[32];
 			double v;
 
-			if (sscanf(line, "%31s %31s %31s %31s %31s %lf", b, s, a,
-				   t, tm, &v) == 6)
+			if (sscanf(line, "%31s %31s %31s %31s %31s %lf", b, s, a, t, tm, &v) == 6)
 				mbs = v;
 		}
 	}
@@ -282,49 +283,75 @@ static double bench_once(struct opts *o)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: gradwire-tp-bench [-s bytes] [-n msgs] [-w window] "
-		"[-r reps] [-P] [-c pairs] [-I iters] [-p provider] [-m] "
-		"[-y spin_us]\n"
-		"  -P  ping-pong instead of streaming (like fi_pingpong)\n"
-		"  -c  compare with fi_pingpong in A B A B pairs\n"
-		"  -m  force memory registration\n");
+	fprintf(stderr, "usage: gradwire-tp-bench [-s bytes] [-n msgs] [-w window] "
+			"[-r reps] [-P] [-c pairs] [-I iters] [-p provider] [-m] "
+			"[-y spin_us]\n"
+			"  -P  ping-pong instead of streaming (like fi_pingpong)\n"
+			"  -c  compare with fi_pingpong in A B A B pairs\n"
+			"  -m  force memory registration\n");
 }
 
 int main(int argc, char **argv)
 {
 	struct opts o = {
-		.size = 4 << 20, .msgs = 64, .window = 8, .reps = 5,
-		.pairs = 0, .iters = 50,
-		.env = { "tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0 },
+	    .size = 4 << 20,
+	    .msgs = 64,
+	    .window = 8,
+	    .reps = 5,
+	    .pairs = 0,
+	    .iters = 50,
+	    .env = {"tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0},
 	};
 	int c;
 
 	while ((c = getopt(argc, argv, "s:n:w:r:Pc:I:p:my:h")) != -1) {
 		switch (c) {
-		case 's': o.size = strtoull(optarg, NULL, 0); break;
-		case 'n': o.msgs = atoi(optarg); break;
-		case 'w': o.window = atoi(optarg); break;
-		case 'r': o.reps = atoi(optarg); break;
-		case 'P': o.pingpong = true; break;
-		case 'c': o.pairs = atoi(optarg); o.compare = true; break;
-		case 'I': o.iters = atoi(optarg); break;
-		case 'p': o.env.provider = optarg; break;
-		case 'm': o.env.force_mr = true; break;
-		case 'y': o.env.spin_us = atoi(optarg); break;
-		default: usage(); return c == 'h' ? 0 : 2;
+		case 's':
+			o.size = strtoull(optarg, NULL, 0);
+			break;
+		case 'n':
+			o.msgs = atoi(optarg);
+			break;
+		case 'w':
+			o.window = atoi(optarg);
+			break;
+		case 'r':
+			o.reps = atoi(optarg);
+			break;
+		case 'P':
+			o.pingpong = true;
+			break;
+		case 'c':
+			o.pairs = atoi(optarg);
+			o.compare = true;
+			break;
+		case 'I':
+			o.iters = atoi(optarg);
+			break;
+		case 'p':
+			o.env.provider = optarg;
+			break;
+		case 'm':
+			o.env.force_mr = true;
+			break;
+		case 'y':
+			o.env.spin_us = atoi(optarg);
+			break;
+		default:
+			usage();
+			return c == 'h' ? 0 : 2;
 		}
 	}
-	if (!o.size || o.msgs < 1 || o.window < 1 || o.reps < 1 || o.iters < 1 ||
-	    o.pairs < 0 || o.pairs > 20) {
+	if (!o.size || o.msgs < 1 || o.window < 1 || o.reps < 1 || o.iters < 1 || o.pairs < 0 ||
+	    o.pairs > 20) {
 		usage();
 		return 2;
 	}
 	if (!strcmp(o.env.provider, "shm"))
 		o.env.iface = NULL;
 	tp_pin_loopback();
-	printf("gradwire-tp-bench: %s, %zu-byte messages, %s\n", o.env.provider,
-	       o.size, o.pingpong ? "ping-pong" : "streaming");
+	printf("gradwire-tp-bench: %s, %zu-byte messages, %s\n", o.env.provider, o.size,
+	       o.pingpong ? "ping-pong" : "streaming");
 	if (!o.compare) {
 		double g = bench_once(&o);
 
@@ -341,8 +368,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < o.pairs; i++) {
 		a[i] = bench_once(&o);
 		b[i] = fi_pingpong_once(&o, port + i);
-		printf("pair %d: gradwire %.3f GB/s, fi_pingpong %.3f GB/s\n", i,
-		       a[i], b[i]);
+		printf("pair %d: gradwire %.3f GB/s, fi_pingpong %.3f GB/s\n", i, a[i], b[i]);
 		fflush(stdout);
 		if (a[i] < 0 || b[i] < 0)
 			return 1;
@@ -350,7 +376,7 @@ int main(int argc, char **argv)
 	double ma = median(a, o.pairs), mb = median(b, o.pairs);
 
 	printf("median: gradwire %s %.3f GB/s, fi_pingpong %.3f GB/s, "
-	       "ratio %.2f\n", o.pingpong ? "ping-pong" : "stream", ma, mb,
-	       ma / mb);
+	       "ratio %.2f\n",
+	       o.pingpong ? "ping-pong" : "stream", ma, mb, ma / mb);
 	return 0;
 }

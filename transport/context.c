@@ -35,22 +35,20 @@ static int exchange(struct gw_tp *tp, struct gw_store *st)
 		ssize_t got;
 
 		snprintf(key, sizeof(key), "%s/tp/addr/%d", job, r);
-		got = gw_store_get(st, key, names + (size_t)r * tp->namelen,
-				   tp->namelen, tp->cfg.timeout_ms);
+		got = gw_store_get(st, key, names + (size_t)r * tp->namelen, tp->namelen,
+				   tp->cfg.timeout_ms);
 		if (got != (ssize_t)tp->namelen) {
 			ret = got < 0 ? (int)got : -EPROTO;
-			tp_log(tp, GW_LOG_ERROR,
-			       "address of rank %d (%s): %s%s", r, key,
-			       gw_strerror(ret), got >= 0 ?
-			       " (length differs: another provider?)" : "");
+			tp_log(tp, GW_LOG_ERROR, "address of rank %d (%s): %s%s", r, key,
+			       gw_strerror(ret),
+			       got >= 0 ? " (length differs: another provider?)" : "");
 			goto out_free;
 		}
 	}
 	n = fi_av_insert(tp->av, names, (size_t)tp->size, tp->peer, 0, NULL);
 	if (n != tp->size) {
 		ret = n < 0 ? tp_errno(n) : -EADDRNOTAVAIL;
-		tp_log(tp, GW_LOG_ERROR, "fi_av_insert of %d addresses: %d",
-		       tp->size, n);
+		tp_log(tp, GW_LOG_ERROR, "fi_av_insert of %d addresses: %d", tp->size, n);
 		goto out_free;
 	}
 	for (int r = 0; r < tp->size; r++) {
@@ -66,14 +64,13 @@ out_free:
 	return ret;
 }
 
-int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size,
-		 struct gw_store *st, struct gw_tp **out)
+int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
+		 struct gw_tp **out)
 {
 	struct gw_tp *tp;
 	int ret;
 
-	if (!cfg || !st || !out || size < 1 || rank < 0 || rank >= size ||
-	    cfg->timeout_ms <= 0)
+	if (!cfg || !st || !out || size < 1 || rank < 0 || rank >= size || cfg->timeout_ms <= 0)
 		return -EINVAL;
 	tp = calloc(1, sizeof(*tp));
 	if (!tp)
@@ -111,8 +108,7 @@ void gw_tp_destroy(struct gw_tp *tp)
 	if (!tp)
 		return;
 	if (tp->orphans)
-		tp_log(tp, GW_LOG_WARN, "%u abandoned operations dropped",
-		       tp->orphans);
+		tp_log(tp, GW_LOG_WARN, "%u abandoned operations dropped", tp->orphans);
 	/* Endpoint first: nothing refers to our buffers or ops after it. */
 	tp_fabric_close_ep(tp);
 	tp_ops_free(tp);

@@ -31,8 +31,8 @@
 #include "transport.h"
 
 #define TP_FI_VERSION FI_VERSION(1, 17)
-#define TP_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
-		    FI_MR_PROV_KEY | FI_MR_ENDPOINT)
+#define TP_MR_MODE                                                                                 \
+	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT)
 
 int tp_errno(int fi_err)
 {
@@ -67,8 +67,7 @@ static struct fi_info *make_hints(const struct gw_tp_cfg *cfg, const char *prov)
 	h->fabric_attr->prov_name = strdup(prov);
 	if (cfg->iface)
 		h->domain_attr->name = strdup(cfg->iface);
-	if (!h->fabric_attr->prov_name ||
-	    (cfg->iface && !h->domain_attr->name)) {
+	if (!h->fabric_attr->prov_name || (cfg->iface && !h->domain_attr->name)) {
 		fi_freeinfo(h);
 		return NULL;
 	}
@@ -87,22 +86,20 @@ static int get_info(struct gw_tp *tp, const char *prov)
 	ret = fi_getinfo(TP_FI_VERSION, NULL, NULL, 0, hints, &list);
 	fi_freeinfo(hints);
 	if (ret) {
-		tp_log(tp, GW_LOG_INFO, "provider %s%s%s: %s", prov,
-		       tp->cfg.iface ? " on " : "",
+		tp_log(tp, GW_LOG_INFO, "provider %s%s%s: %s", prov, tp->cfg.iface ? " on " : "",
 		       tp->cfg.iface ? tp->cfg.iface : "", fi_strerror(-ret));
 		return tp_errno(ret);
 	}
 	/* A layered name ("tcp;ofi_rxm") matches exactly; a requested
 	 * interface must be the domain's name, never something near it. */
 	for (struct fi_info *i = list; i && !pick; i = i->next) {
-		if (tp->cfg.iface && (!i->domain_attr->name ||
-		    strcmp(i->domain_attr->name, tp->cfg.iface)))
+		if (tp->cfg.iface &&
+		    (!i->domain_attr->name || strcmp(i->domain_attr->name, tp->cfg.iface)))
 			continue;
 		pick = i;
 	}
 	if (!pick) {
-		tp_log(tp, GW_LOG_ERROR, "provider %s has no domain %s", prov,
-		       tp->cfg.iface);
+		tp_log(tp, GW_LOG_ERROR, "provider %s has no domain %s", prov, tp->cfg.iface);
 		fi_freeinfo(list);
 		return -ENODATA;
 	}
@@ -115,8 +112,7 @@ static void format_addr(struct gw_tp *tp)
 {
 	size_t len = sizeof(tp->addr_str);
 
-	if (tp->info->addr_format == FI_SOCKADDR_IN &&
-	    tp->namelen >= sizeof(struct sockaddr_in)) {
+	if (tp->info->addr_format == FI_SOCKADDR_IN && tp->namelen >= sizeof(struct sockaddr_in)) {
 		struct sockaddr_in sin;
 		char ip[INET_ADDRSTRLEN];
 
@@ -140,9 +136,9 @@ static void format_addr(struct gw_tp *tp)
 static int open_cq(struct gw_tp *tp)
 {
 	struct fi_cq_attr attr = {
-		.format = FI_CQ_FORMAT_TAGGED,
-		.wait_obj = FI_WAIT_FD,
-		.size = 0,
+	    .format = FI_CQ_FORMAT_TAGGED,
+	    .wait_obj = FI_WAIT_FD,
+	    .size = 0,
 	};
 	int ret;
 
@@ -151,8 +147,7 @@ static int open_cq(struct gw_tp *tp)
 		tp->blocking = attr.wait_obj != FI_WAIT_NONE;
 		return 0;
 	}
-	tp_log(tp, GW_LOG_INFO, "CQ with a wait fd: %s; waits back off",
-	       fi_strerror(-ret));
+	tp_log(tp, GW_LOG_INFO, "CQ with a wait fd: %s; waits back off", fi_strerror(-ret));
 	attr.wait_obj = FI_WAIT_NONE;
 	tp->blocking = false;
 	return tp_errno(fi_cq_open(tp->domain, &attr, &tp->cq, NULL));
@@ -160,8 +155,8 @@ static int open_cq(struct gw_tp *tp)
 
 int tp_fabric_open(struct gw_tp *tp)
 {
-	static const char *const defaults[] = { "verbs;ofi_rxm", "tcp;ofi_rxm" };
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	static const char *const defaults[] = {"verbs;ofi_rxm", "tcp;ofi_rxm"};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	int ret = -ENODATA;
 
 	if (tp->cfg.provider) {
@@ -172,10 +167,8 @@ int tp_fabric_open(struct gw_tp *tp)
 	}
 	if (ret) {
 		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s",
-		       tp->cfg.provider ? tp->cfg.provider :
-		       "verbs;ofi_rxm, tcp;ofi_rxm",
-		       tp->cfg.iface ? tp->cfg.iface : "any interface",
-		       gw_strerror(ret));
+		       tp->cfg.provider ? tp->cfg.provider : "verbs;ofi_rxm, tcp;ofi_rxm",
+		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret));
 		return ret;
 	}
 	tp->mr_mode = tp->info->domain_attr->mr_mode;
@@ -198,8 +191,7 @@ int tp_fabric_open(struct gw_tp *tp)
 		goto err_cq;
 	ret = tp_errno(fi_ep_bind(tp->ep, &tp->av->fid, 0));
 	if (!ret)
-		ret = tp_errno(fi_ep_bind(tp->ep, &tp->cq->fid,
-					  FI_TRANSMIT | FI_RECV));
+		ret = tp_errno(fi_ep_bind(tp->ep, &tp->cq->fid, FI_TRANSMIT | FI_RECV));
 	if (!ret)
 		ret = tp_errno(fi_enable(tp->ep));
 	if (ret)
@@ -211,9 +203,9 @@ int tp_fabric_open(struct gw_tp *tp)
 	format_addr(tp);
 	tp_log(tp, GW_LOG_INFO,
 	       "provider %s fabric %s domain %s address %s mr_mode 0x%llx%s "
-	       "waits %s", tp->info->fabric_attr->prov_name,
-	       tp->info->fabric_attr->name, tp->info->domain_attr->name,
-	       tp->addr_str, (unsigned long long)tp->mr_mode,
+	       "waits %s",
+	       tp->info->fabric_attr->prov_name, tp->info->fabric_attr->name,
+	       tp->info->domain_attr->name, tp->addr_str, (unsigned long long)tp->mr_mode,
 	       tp->need_mr ? " (registering buffers)" : "",
 	       tp->blocking ? "sleep in fi_cq_sread" : "back off");
 	return 0;
@@ -234,8 +226,8 @@ err_fabric:
 	fi_close(&tp->fabric->fid);
 	tp->fabric = NULL;
 err_info:
-	tp_log(tp, GW_LOG_ERROR, "opening %s failed: %s",
-	       tp->info->fabric_attr->prov_name, gw_strerror(ret));
+	tp_log(tp, GW_LOG_ERROR, "opening %s failed: %s", tp->info->fabric_attr->prov_name,
+	       gw_strerror(ret));
 	fi_freeinfo(tp->info);
 	tp->info = NULL;
 	return ret;
@@ -272,8 +264,7 @@ void tp_fabric_close(struct gw_tp *tp)
 
 /* ---- memory registration ------------------------------------------------- */
 
-static int reg(struct gw_tp *tp, const void *buf, size_t len, uint64_t access,
-	       struct fid_mr **out)
+static int reg(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **out)
 {
 	struct fid_mr *mr;
 	uint64_t key = (tp->mr_mode & FI_MR_PROV_KEY) ? 0 : tp->next_key++;
@@ -281,8 +272,7 @@ static int reg(struct gw_tp *tp, const void *buf, size_t len, uint64_t access,
 
 	ret = fi_mr_reg(tp->domain, buf, len, access, 0, key, 0, &mr, NULL);
 	if (ret) {
-		tp_log(tp, GW_LOG_ERROR, "fi_mr_reg(%p, %zu): %s", buf, len,
-		       fi_strerror(-ret));
+		tp_log(tp, GW_LOG_ERROR, "fi_mr_reg(%p, %zu): %s", buf, len, fi_strerror(-ret));
 		return tp_errno(ret);
 	}
 	if (tp->mr_mode & FI_MR_ENDPOINT) {
@@ -290,8 +280,7 @@ static int reg(struct gw_tp *tp, const void *buf, size_t len, uint64_t access,
 		if (!ret)
 			ret = fi_mr_enable(mr);
 		if (ret) {
-			tp_log(tp, GW_LOG_ERROR, "binding a memory region: %s",
-			       fi_strerror(-ret));
+			tp_log(tp, GW_LOG_ERROR, "binding a memory region: %s", fi_strerror(-ret));
 			fi_close(&mr->fid);
 			return tp_errno(ret);
 		}
@@ -312,8 +301,8 @@ void tp_mr_close(struct fid_mr *mr)
  * caller registration covering it, or a fresh one (*own, closed by the
  * caller of this function once the op completes).
  */
-int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access,
-	      struct fid_mr **own, void **desc)
+int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **own,
+	      void **desc)
 {
 	uintptr_t b = (uintptr_t)buf;
 	int ret;

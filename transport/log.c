@@ -11,7 +11,7 @@
 
 void gw_log(int max, int level, int rank, const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warn", "info", "debug" };
+	static const char *const names[] = {"error", "warn", "info", "debug"};
 	char line[1024];
 	va_list ap;
 	int n;
@@ -20,10 +20,14 @@ void gw_log(int max, int level, int rank, const char *fmt, ...)
 		return;
 	if (rank >= 0)
 		n = snprintf(line, sizeof(line), "gradwire[%d]: %s: ", rank,
-			     names[level < 0 ? 0 : level > 3 ? 3 : level]);
+			     names[level < 0   ? 0
+				   : level > 3 ? 3
+					       : level]);
 	else
 		n = snprintf(line, sizeof(line), "gradwire[-]: %s: ",
-			     names[level < 0 ? 0 : level > 3 ? 3 : level]);
+			     names[level < 0   ? 0
+				   : level > 3 ? 3
+					       : level]);
 	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
@@ -31,5 +35,5 @@ void gw_log(int max, int level, int rank, const char *fmt, ...)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
-		return;	/* nowhere left to report it */
+		return; /* nowhere left to report it */
 }

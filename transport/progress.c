@@ -24,10 +24,10 @@
 #define GW_TP_INTERNAL
 #include "transport.h"
 
-#define TP_BATCH 16
-#define TP_DRAIN_MS 500		/* how long a cancelled op may take to drain */
-#define TP_SPIN_US 200		/* yielding poll while the endpoint is hot */
-#define TP_SLEEP_MS 2		/* longest sleep in fi_cq_sread() */
+#define TP_BATCH    16
+#define TP_DRAIN_MS 500 /* how long a cancelled op may take to drain */
+#define TP_SPIN_US  200 /* yielding poll while the endpoint is hot */
+#define TP_SLEEP_MS 2	/* longest sleep in fi_cq_sread() */
 
 int64_t gw_now_ms(void)
 {
@@ -40,7 +40,7 @@ int64_t gw_now_ms(void)
 /* Back off a little more each call: 4 yields, then 16 us doubling to 1 ms. */
 void gw_backoff(unsigned *step)
 {
-	struct timespec ts = { 0, 0 };
+	struct timespec ts = {0, 0};
 	unsigned s = (*step)++;
 
 	if (s < 4) {
@@ -110,8 +110,8 @@ static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
 	tp_mr_close(op->mr);
 	op->mr = NULL;
 	if (op->state == OP_ORPHAN) {
-		tp_log(tp, GW_LOG_DEBUG, "abandoned %s rank %d finished: %zd",
-		       dir_name(op), op->peer, result);
+		tp_log(tp, GW_LOG_DEBUG, "abandoned %s rank %d finished: %zd", dir_name(op),
+		       op->peer, result);
 		tp->orphans--;
 		op_put(tp, op);
 		return;
@@ -133,15 +133,14 @@ static int read_err(struct gw_tp *tp)
 	if (ret == -FI_EAGAIN)
 		return 0;
 	if (ret < 0) {
-		tp_log(tp, GW_LOG_ERROR, "fi_cq_readerr: %s",
-		       fi_strerror((int)-ret));
+		tp_log(tp, GW_LOG_ERROR, "fi_cq_readerr: %s", fi_strerror((int)-ret));
 		return tp_errno((int)ret);
 	}
 	txt = fi_cq_strerror(tp->cq, e.prov_errno, e.err_data, buf, sizeof(buf));
 	op = e.op_context;
 	if (!op) {
-		tp_log(tp, GW_LOG_ERROR, "CQ error of no request: %s (%s)",
-		       fi_strerror(e.err), txt ? txt : "");
+		tp_log(tp, GW_LOG_ERROR, "CQ error of no request: %s (%s)", fi_strerror(e.err),
+		       txt ? txt : "");
 		return 1;
 	}
 	if (e.err == FI_ETRUNC) {
@@ -150,15 +149,17 @@ static int read_err(struct gw_tp *tp)
 		       "%zu-byte receive (by %zu bytes, 0: not told): rejected",
 		       op->peer, (unsigned long long)op->tag, op->len, e.olen);
 	} else if (e.err == FI_ECANCELED && !op->cancelling) {
-		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) aborted by "
-		       "the provider (connection lost?): %s", dir_name(op),
-		       op->peer, (unsigned long long)op->tag, txt ? txt : "");
+		tp_log(tp, GW_LOG_ERROR,
+		       "%s rank %d (tag 0x%016llx) aborted by "
+		       "the provider (connection lost?): %s",
+		       dir_name(op), op->peer, (unsigned long long)op->tag, txt ? txt : "");
 		complete(tp, op, -ECONNABORTED);
 		return 1;
 	} else if (e.err != FI_ECANCELED) {
-		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) failed: "
-		       "%s (%s)", dir_name(op), op->peer,
-		       (unsigned long long)op->tag, fi_strerror(e.err),
+		tp_log(tp, GW_LOG_ERROR,
+		       "%s rank %d (tag 0x%016llx) failed: "
+		       "%s (%s)",
+		       dir_name(op), op->peer, (unsigned long long)op->tag, fi_strerror(e.err),
 		       txt ? txt : "");
 	}
 	complete(tp, op, e.err ? tp_errno(e.err) : -EIO);
@@ -177,7 +178,8 @@ static int progress_once(struct gw_tp *tp, int timeout_ms)
 	if (tp->blocking && timeout_ms > 0) {
 		n = fi_cq_sread(tp->cq, ent, TP_BATCH, NULL, timeout_ms);
 		if (n == -FI_ENOSYS) {
-			tp_log(tp, GW_LOG_INFO, "fi_cq_sread unsupported; "
+			tp_log(tp, GW_LOG_INFO,
+			       "fi_cq_sread unsupported; "
 			       "waits back off instead");
 			tp->blocking = false;
 			n = fi_cq_read(tp->cq, ent, TP_BATCH);
@@ -190,15 +192,13 @@ static int progress_once(struct gw_tp *tp, int timeout_ms)
 	if (n == -FI_EAVAIL)
 		return read_err(tp);
 	if (n < 0) {
-		tp_log(tp, GW_LOG_ERROR, "reading the CQ: %s",
-		       fi_strerror((int)-n));
+		tp_log(tp, GW_LOG_ERROR, "reading the CQ: %s", fi_strerror((int)-n));
 		return tp_errno((int)n);
 	}
 	for (ssize_t i = 0; i < n; i++) {
 		struct tp_op *op = ent[i].op_context;
 
-		complete(tp, op, op->dir == OP_RECV ? (ssize_t)ent[i].len :
-			 (ssize_t)op->len);
+		complete(tp, op, op->dir == OP_RECV ? (ssize_t)ent[i].len : (ssize_t)op->len);
 	}
 	return (int)n;
 }
@@ -231,7 +231,7 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 	if (n)
 		goto out;
 	if (tp->cfg.spin_us < 0)
-		spin = left * 1000;	/* busy poll until the deadline */
+		spin = left * 1000; /* busy poll until the deadline */
 	else if (tp->hot)
 		spin = tp->cfg.spin_us > 0 ? tp->cfg.spin_us : TP_SPIN_US;
 	if (spin > 0) {
@@ -290,9 +290,8 @@ int gw_tp_progress(struct gw_tp *tp, int timeout_ms)
 
 /* ---- posting ------------------------------------------------------------ */
 
-static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer,
-		uint32_t slot, uint32_t seq, void *buf, size_t len,
-		struct gw_tp_req *req)
+static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, uint32_t slot,
+		uint32_t seq, void *buf, size_t len, struct gw_tp_req *req)
 {
 	struct tp_op *op;
 	void *desc;
@@ -305,8 +304,8 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer,
 		return -EINVAL;
 	req->op = NULL;
 	req->result = -EINVAL;
-	if (!tp || peer < 0 || peer >= tp->size || slot > GW_TP_SLOT_MAX ||
-	    kind == 0 || kind > 15 || (!buf && len))
+	if (!tp || peer < 0 || peer >= tp->size || slot > GW_TP_SLOT_MAX || kind == 0 ||
+	    kind > 15 || (!buf && len))
 		return -EINVAL;
 	op = op_get(tp);
 	if (!op)
@@ -315,19 +314,16 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer,
 	op->peer = peer;
 	op->tag = gw_tp_tag(kind, slot, seq);
 	op->len = len;
-	ret = tp_mr_for(tp, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV,
-			&op->mr, &desc);
+	ret = tp_mr_for(tp, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV, &op->mr, &desc);
 	if (ret)
 		goto err_put;
 	op->state = OP_POSTED;
 	deadline = gw_now_ms() + tp->cfg.timeout_ms;
 	for (;;) {
 		if (dir == OP_SEND)
-			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer],
-				     op->tag, &op->ctx);
+			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
-			r = fi_trecv(tp->ep, buf, len, desc, tp->peer[peer],
-				     op->tag, 0, &op->ctx);
+			r = fi_trecv(tp->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
 		if (r != -FI_EAGAIN)
 			break;
 		if (gw_now_ms() >= deadline) {
@@ -340,8 +336,8 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer,
 	}
 	if (r) {
 		ret = tp_errno((int)r);
-		tp_log(tp, GW_LOG_ERROR, "posting a %s rank %d (%zu bytes): %s",
-		       dir_name(op), peer, len, fi_strerror((int)-r));
+		tp_log(tp, GW_LOG_ERROR, "posting a %s rank %d (%zu bytes): %s", dir_name(op), peer,
+		       len, fi_strerror((int)-r));
 		goto err_put;
 	}
 	req->op = op;
@@ -354,33 +350,29 @@ err_put:
 	return ret;
 }
 
-int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot,
-		     uint32_t seq, const void *buf, size_t len,
-		     struct gw_tp_req *req)
+int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     const void *buf, size_t len, struct gw_tp_req *req)
 {
 	/* libfabric takes a non-const pointer; it only reads a send buffer. */
-	return post(tp, OP_SEND, kind, peer, slot, seq, (void *)(uintptr_t)buf,
-		    len, req);
+	return post(tp, OP_SEND, kind, peer, slot, seq, (void *)(uintptr_t)buf, len, req);
 }
 
-int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot,
-		     uint32_t seq, void *buf, size_t cap, struct gw_tp_req *req)
+int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     void *buf, size_t cap, struct gw_tp_req *req)
 {
 	return post(tp, OP_RECV, kind, peer, slot, seq, buf, cap, req);
 }
 
-int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		const void *buf, size_t len, struct gw_tp_req *req)
+int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		size_t len, struct gw_tp_req *req)
 {
-	return gw_tp_isend_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, len,
-				req);
+	return gw_tp_isend_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, len, req);
 }
 
-int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		void *buf, size_t cap, struct gw_tp_req *req)
+int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,
+		struct gw_tp_req *req)
 {
-	return gw_tp_irecv_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, cap,
-				req);
+	return gw_tp_irecv_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, cap, req);
 }
 
 /* ---- waiting ------------------------------------------------------------ */
@@ -411,11 +403,14 @@ static void cancel_op(struct gw_tp *tp, struct tp_op *op, int why)
 			op->result = why;
 		return;
 	}
-	tp_log(tp, GW_LOG_WARN, "%s rank %d (tag 0x%016llx) timed out and "
+	tp_log(tp, GW_LOG_WARN,
+	       "%s rank %d (tag 0x%016llx) timed out and "
 	       "could not be cancelled (%s); its buffer stays in use until it "
-	       "completes or the context is destroyed", dir_name(op), op->peer,
-	       (unsigned long long)op->tag, ret ? fi_strerror(-ret) : "no "
-	       "completion");
+	       "completes or the context is destroyed",
+	       dir_name(op), op->peer, (unsigned long long)op->tag,
+	       ret ? fi_strerror(-ret)
+		   : "no "
+		     "completion");
 	op->state = OP_ORPHAN;
 	tp->orphans++;
 }
@@ -430,8 +425,7 @@ static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 		cancel_op(tp, op, why);
 	result = op->state == OP_ORPHAN ? why : op->result;
 	if (result == -ETIMEDOUT)
-		tp_log(tp, GW_LOG_WARN, "%s rank %d timed out", dir_name(op),
-		       op->peer);
+		tp_log(tp, GW_LOG_WARN, "%s rank %d timed out", dir_name(op), op->peer);
 	if (op->state != OP_ORPHAN)
 		op_put(tp, op);
 	req->op = NULL;
@@ -452,8 +446,7 @@ ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms)
 	return req->result;
 }
 
-int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n,
-		  int timeout_ms)
+int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeout_ms)
 {
 	int64_t deadline = gw_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int why = -ETIMEDOUT, first = 0;
@@ -475,7 +468,7 @@ int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n,
 			break;
 		r = progress_wait(tp, left, &step);
 		if (r < 0) {
-			why = r;	/* the CQ itself failed */
+			why = r; /* the CQ itself failed */
 			break;
 		}
 	}
@@ -502,8 +495,8 @@ int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req)
 	return req->op->state != OP_POSTED;
 }
 
-ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		   const void *buf, size_t len)
+ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		   size_t len)
 {
 	struct gw_tp_req req;
 	int ret = gw_tp_isend(tp, peer, slot, seq, buf, len, &req);
@@ -511,8 +504,7 @@ ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
 	return ret ? ret : gw_tp_wait(tp, &req, tp->cfg.timeout_ms);
 }
 
-ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		   void *buf, size_t cap)
+ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap)
 {
 	struct gw_tp_req req;
 	int ret = gw_tp_irecv(tp, peer, slot, seq, buf, cap, &req);

@@ -27,14 +27,13 @@
 #include "transport.h"
 
 struct file_store {
-	struct gw_store st;	/* first: st.s points back here */
+	struct gw_store st; /* first: st.s points back here */
 	char *dir;
 	unsigned long tmp_seq;
 };
 
 /* "<dir>/<escaped key>" into path; -ENAMETOOLONG when it does not fit. */
-static int key_path(const struct file_store *fs, const char *key, char *path,
-		    size_t cap)
+static int key_path(const struct file_store *fs, const char *key, char *path, size_t cap)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n, name_start;
@@ -89,8 +88,7 @@ static int file_set(void *s, const char *key, const void *val, size_t len)
 	ret = key_path(fs, key, path, sizeof(path));
 	if (ret)
 		return ret;
-	w = snprintf(tmp, sizeof(tmp), "%s/.tmp.%ld.%lu", fs->dir,
-		     (long)getpid(), fs->tmp_seq++);
+	w = snprintf(tmp, sizeof(tmp), "%s/.tmp.%ld.%lu", fs->dir, (long)getpid(), fs->tmp_seq++);
 	if (w < 0 || (size_t)w >= sizeof(tmp))
 		return -ENAMETOOLONG;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -150,8 +148,7 @@ out_close:
 	return ret;
 }
 
-static ssize_t file_get(void *s, const char *key, void *buf, size_t cap,
-			int timeout_ms)
+static ssize_t file_get(void *s, const char *key, void *buf, size_t cap, int timeout_ms)
 {
 	struct file_store *fs = s;
 	char path[PATH_MAX];
@@ -192,9 +189,9 @@ static void file_destroy(void *s)
 }
 
 static const struct gw_store_ops file_ops = {
-	.set = file_set,
-	.get = file_get,
-	.destroy = file_destroy,
+    .set = file_set,
+    .get = file_get,
+    .destroy = file_destroy,
 };
 
 int gw_store_file_create(const char *dir, struct gw_store **out)
@@ -222,16 +219,14 @@ int gw_store_file_create(const char *dir, struct gw_store **out)
 	return 0;
 }
 
-int gw_store_set(struct gw_store *st, const char *key, const void *val,
-		 size_t len)
+int gw_store_set(struct gw_store *st, const char *key, const void *val, size_t len)
 {
 	if (!st || !st->ops || !key || (!val && len))
 		return -EINVAL;
 	return st->ops->set(st->s, key, val, len);
 }
 
-ssize_t gw_store_get(struct gw_store *st, const char *key, void *buf,
-		     size_t cap, int timeout_ms)
+ssize_t gw_store_get(struct gw_store *st, const char *key, void *buf, size_t cap, int timeout_ms)
 {
 	if (!st || !st->ops || !key || (!buf && cap))
 		return -EINVAL;

@@ -60,7 +60,7 @@ enum gw_log_level {
  * @rank: the rank the line is about (-1: not known yet).
  */
 void gw_log(int max, int level, int rank, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* ---- rendezvous store ------------------------------------------------------ */
 
@@ -76,8 +76,7 @@ void gw_log(int max, int level, int rank, const char *fmt, ...)
  */
 struct gw_store_ops {
 	int (*set)(void *s, const char *key, const void *val, size_t len);
-	ssize_t (*get)(void *s, const char *key, void *buf, size_t cap,
-		       int timeout_ms);
+	ssize_t (*get)(void *s, const char *key, void *buf, size_t cap, int timeout_ms);
 	void (*destroy)(void *s);
 };
 
@@ -96,10 +95,8 @@ struct gw_store {
 int gw_store_file_create(const char *dir, struct gw_store **out);
 
 /* Call the store's ops; gw_store_destroy() accepts NULL. */
-int gw_store_set(struct gw_store *st, const char *key, const void *val,
-		 size_t len);
-ssize_t gw_store_get(struct gw_store *st, const char *key, void *buf,
-		     size_t cap, int timeout_ms);
+int gw_store_set(struct gw_store *st, const char *key, const void *val, size_t len);
+ssize_t gw_store_get(struct gw_store *st, const char *key, void *buf, size_t cap, int timeout_ms);
 void gw_store_destroy(struct gw_store *st);
 
 /* ---- context ------------------------------------------------------------- */
@@ -139,8 +136,8 @@ struct gw_tp;
  * Return: 0, -EINVAL, -ENODATA (no such provider/interface), -ETIMEDOUT (a
  * peer never published), -ENOMEM, or another -errno from libfabric.
  */
-int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size,
-		 struct gw_store *st, struct gw_tp **out);
+int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
+		 struct gw_tp **out);
 /** gw_tp_destroy() - close everything (accepts NULL); in-flight ops are dropped. */
 void gw_tp_destroy(struct gw_tp *tp);
 
@@ -184,8 +181,7 @@ enum gw_tp_kind {
 /** gw_tp_tag() - the 64-bit tag of (kind, slot, seq); see the layout above. */
 static inline uint64_t gw_tp_tag(unsigned kind, uint32_t slot, uint32_t seq)
 {
-	return ((uint64_t)(kind & 0xFu) << 60) |
-	       ((uint64_t)(slot & GW_TP_SLOT_MAX) << 32) | seq;
+	return ((uint64_t)(kind & 0xFu) << 60) | ((uint64_t)(slot & GW_TP_SLOT_MAX) << 32) | seq;
 }
 
 struct tp_op;
@@ -206,21 +202,20 @@ struct gw_tp_req {
  * FI_EAGAIN from the provider is retried (progressing the CQ) until
  * cfg->timeout_ms. Return: 0, -EINVAL, -ETIMEDOUT, -ENOMEM, or -errno.
  */
-int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		const void *buf, size_t len, struct gw_tp_req *req);
+int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		size_t len, struct gw_tp_req *req);
 /**
  * gw_tp_irecv() - post a receive of at most cap bytes from peer only, with
  * exactly the tag (DATA, slot, seq). A longer message is an error
  * (-EMSGSIZE from the wait), never silently truncated.
  */
-int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		void *buf, size_t cap, struct gw_tp_req *req);
+int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,
+		struct gw_tp_req *req);
 /* The same with an explicit kind (control messages of the handshake). */
-int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot,
-		     uint32_t seq, const void *buf, size_t len,
-		     struct gw_tp_req *req);
-int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot,
-		     uint32_t seq, void *buf, size_t cap, struct gw_tp_req *req);
+int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     const void *buf, size_t len, struct gw_tp_req *req);
+int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     void *buf, size_t cap, struct gw_tp_req *req);
 
 /**
  * gw_tp_wait() - wait until req completes, at most timeout_ms.
@@ -249,8 +244,7 @@ ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms);
  * Return: 0 when all succeeded, else the first negative result in order
  * (each req[i].result holds its own outcome).
  */
-int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n,
-		  int timeout_ms);
+int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeout_ms);
 /**
  * gw_tp_test() - progress once without sleeping.
  * Return: 1 when req has completed (gw_tp_wait() then returns at once), 0 when
@@ -264,10 +258,9 @@ int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req);
 int gw_tp_progress(struct gw_tp *tp, int timeout_ms);
 
 /* Blocking forms, with cfg->timeout_ms. */
-ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		   const void *buf, size_t len);
-ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		   void *buf, size_t cap);
+ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		   size_t len);
+ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap);
 
 /* ---- inside the transport ------------------------------------------------- */
 
@@ -284,14 +277,14 @@ enum tp_op_dir { OP_SEND, OP_RECV };
  */
 struct tp_op {
 	struct fi_context2 ctx;
-	struct tp_op *next;		/* free list */
+	struct tp_op *next; /* free list */
 	enum tp_op_state state;
 	enum tp_op_dir dir;
-	bool cancelling;		/* we called fi_cancel on it */
+	bool cancelling; /* we called fi_cancel on it */
 	int peer;
 	uint64_t tag;
-	size_t len;			/* send length or receive cap */
-	struct fid_mr *mr;		/* per-request registration, or NULL */
+	size_t len;	   /* send length or receive cap */
+	struct fid_mr *mr; /* per-request registration, or NULL */
 	ssize_t result;
 };
 
@@ -319,26 +312,25 @@ struct gw_tp {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
-	bool blocking;		/* fi_cq_sread works */
-	bool hot;		/* traffic lately: poll before sleeping */
-	bool need_mr;		/* FI_MR_LOCAL or force_mr */
+	bool blocking; /* fi_cq_sread works */
+	bool hot;      /* traffic lately: poll before sleeping */
+	bool need_mr;  /* FI_MR_LOCAL or force_mr */
 	uint64_t mr_mode;
-	uint64_t next_key;	/* requested keys when !FI_MR_PROV_KEY */
+	uint64_t next_key; /* requested keys when !FI_MR_PROV_KEY */
 	uint64_t mr_count;
 
 	fi_addr_t *peer;	/* size entries */
-	char name[TP_NAME_MAX];	/* our fi_getname() address */
+	char name[TP_NAME_MAX]; /* our fi_getname() address */
 	size_t namelen;
 	char addr_str[TP_NAME_MAX];
 
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
-	unsigned orphans;	/* ops whose waiter gave up */
-	struct gw_tp_mr *mrs;	/* caller registrations */
+	unsigned orphans;     /* ops whose waiter gave up */
+	struct gw_tp_mr *mrs; /* caller registrations */
 };
 
-#define tp_log(tp, lvl, ...) \
-	gw_log((tp)->cfg.log_level, (lvl), (tp)->rank, __VA_ARGS__)
+#define tp_log(tp, lvl, ...) gw_log((tp)->cfg.log_level, (lvl), (tp)->rank, __VA_ARGS__)
 
 /* time.c-like helpers (progress.c) */
 int64_t gw_now_ms(void);
@@ -348,8 +340,8 @@ void gw_backoff(unsigned *step);
 int tp_fabric_open(struct gw_tp *tp);
 void tp_fabric_close_ep(struct gw_tp *tp);
 void tp_fabric_close(struct gw_tp *tp);
-int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access,
-	      struct fid_mr **own, void **desc);
+int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **own,
+	      void **desc);
 void tp_mr_close(struct fid_mr *mr);
 int tp_errno(int fi_err);
 
