@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * context.c - a transport context: rank, size, the fabric objects, and the
+ * fi_addr_t of every peer, found through the rendezvous store.
+ *
+ * Address exchange: each rank publishes its fi_getname() bytes under
+ * "<job>/tp/addr/<rank>", then fetches every rank's (its own included, so a
+ * rank can send to itself), each get bounded by cfg->timeout_ms, and inserts
+ * all of them into the AV at once. peer[r] is then the address of rank r.
+ * The store is only used here; the context keeps no reference to it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define GW_TP_INTERNAL
+#include "transport.h"
+
+static int exchange(struct gw_tp *tp, struct gw_store *st)
+{
+	const char *job = tp->cfg.job ? tp->cfg.job : "gw";
+	char key[256], *names;
+	int ret, n;
+
+	snprintf(key, sizeof(key), "%s/tp/addr/%d", job, tp->rank);
+	ret = gw_store_set(st, key, tp->name, tp->namelen);
+	if (ret) {
+		tp_log(tp, GW_LOG_ERROR, "store set %s: %s", key, gw_strerror(ret));
+		return ret;
+	}
+	names = calloc((size_t)tp->size, tp->namelen);
+	if (!names)
+		return -ENOMEM;
+	for (int r = 0; r < tp->size; r++) {
+		ssize_t got;
+
+		snprintf(key, sizeof(key), "%s/tp/addr/%d", job, r);
+		got = gw_store_get(st, key, names + (size_t)r * tp->namelen, tp->namelen,
+				   tp->cfg.timeout_ms);
+		if (got != (ssize_t)tp->namelen) {
+			ret = got < 0 ? (int)got : -EPROTO;
+			tp_log(tp, GW_LOG_ERROR, "address of rank %d (%s): %s%s", r, key,
+			       gw_strerror(ret),
+			       got >= 0 ? " (length differs: another provider?)" : "");
+			goto out_free;
+		}
+	}
+	n = fi_av_insert(tp->av, names, (size_t)tp->size, tp->peer, 0, NULL);
+	if (n != tp->size) {
+		ret = n < 0 ? tp_errno(n) : -EADDRNOTAVAIL;
+		tp_log(tp, GW_LOG_ERROR, "fi_av_insert of %d addresses: %d", tp->size, n);
+		goto out_free;
+	}
+	for (int r = 0; r < tp->size; r++) {
+		if (tp->peer[r] == FI_ADDR_NOTAVAIL) {
+			tp_log(tp, GW_LOG_ERROR, "address of rank %d refused", r);
+			ret = -EADDRNOTAVAIL;
+			goto out_free;
+		}
+	}
+	ret = 0;
+out_free:
+	free(names);
+	return ret;
+}
+
+int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
+		 struct gw_tp **out)
+{
+	struct gw_tp *tp;
+	int ret;
+
+	if (!cfg || !st || !out || size < 1 || rank < 0 || rank >= size || cfg->timeout_ms <= 0)
+		return -EINVAL;
+	tp = calloc(1, sizeof(*tp));
+	if (!tp)
+		return -ENOMEM;
+	tp->cfg = *cfg;
+	tp->rank = rank;
+	tp->size = size;
+	tp->next_key = 1;
+	tp->peer = calloc((size_t)size, sizeof(*tp->peer));
+	if (!tp->peer) {
+		ret = -ENOMEM;
+		goto err_free_tp;
+	}
+	ret = tp_fabric_open(tp);
+	if (ret)
+		goto err_free_peer;
+	ret = exchange(tp, st);
+	if (ret)
+		goto err_close_fabric;
+	tp_log(tp, GW_LOG_INFO, "connected %d ranks", size);
+	*out = tp;
+	return 0;
+
+err_close_fabric:
+	tp_fabric_close(tp);
+err_free_peer:
+	free(tp->peer);
+err_free_tp:
+	free(tp);
+	return ret;
+}
+
+void gw_tp_destroy(struct gw_tp *tp)
+{
+	if (!tp)
+		return;
+	if (tp->orphans)
+		tp_log(tp, GW_LOG_WARN, "%u abandoned operations dropped", tp->orphans);
+	/* Endpoint first: nothing refers to our buffers or ops after it. */
+	tp_fabric_close_ep(tp);
+	tp_ops_free(tp);
+	while (tp->mrs) {
+		struct gw_tp_mr *m = tp->mrs;
+
+		tp->mrs = m->next;
+		tp_mr_close(m->mr);
+		free(m);
+	}
+	tp_fabric_close(tp);
+	free(tp->peer);
+	free(tp);
+}
+
+int gw_tp_rank(const struct gw_tp *tp)
+{
+	return tp->rank;
+}
+
+int gw_tp_size(const struct gw_tp *tp)
+{
+	return tp->size;
+}
+
+const char *gw_tp_provider(const struct gw_tp *tp)
+{
+	return tp->info->fabric_attr->prov_name;
+}
+
+uint64_t gw_tp_mr_mode(const struct gw_tp *tp)
+{
+	return tp->mr_mode;
+}
+
+bool gw_tp_blocking(const struct gw_tp *tp)
+{
+	return tp->blocking;
+}
+
+const char *gw_tp_addr_str(const struct gw_tp *tp)
+{
+	return tp->addr_str;
+}

@@ -1,0 +1,513 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress.c - posting tagged sends and receives, and the one progress
+ * engine that turns CQ entries into finished requests.
+ *
+ * Invariants:
+ *  - every in-flight op lives in the context's slabs (stable addresses), so
+ *    a completion's op_context is always a valid struct tp_op, even when its
+ *    waiter gave up (the op is then an orphan, freed by its completion);
+ *  - waiting sleeps: in fi_cq_sread() when the CQ has a wait object, else a
+ *    backoff of sched_yield() then nanosleep() up to 1 ms. Ranks may
+ *    outnumber cores, and a spinning waiter steals the core its peer needs;
+ *  - completions are read in batches of TP_BATCH;
+ *  - an error entry becomes a negative errno on its op, with a log line that
+ *    names the peer and the provider's text; it is never dropped;
+ *  - no loop runs past a deadline: posting retries FI_EAGAIN until
+ *    cfg.timeout_ms, waits stop at theirs, then cancel and drain.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#define GW_TP_INTERNAL
+#include "transport.h"
+
+#define TP_BATCH    16
+#define TP_DRAIN_MS 500 /* how long a cancelled op may take to drain */
+#define TP_SPIN_US  200 /* yielding poll while the endpoint is hot */
+#define TP_SLEEP_MS 2	/* longest sleep in fi_cq_sread() */
+
+int64_t gw_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Back off a little more each call: 4 yields, then 16 us doubling to 1 ms. */
+void gw_backoff(unsigned *step)
+{
+	struct timespec ts = {0, 0};
+	unsigned s = (*step)++;
+
+	if (s < 4) {
+		sched_yield();
+		return;
+	}
+	s -= 4;
+	ts.tv_nsec = s >= 6 ? 1000000L : 16000L << s;
+	nanosleep(&ts, NULL);
+}
+
+/* ---- op pool -------------------------------------------------------------- */
+
+static struct tp_op *op_get(struct gw_tp *tp)
+{
+	struct tp_op *op = tp->free_ops;
+
+	if (!op) {
+		struct tp_slab *sl = calloc(1, sizeof(*sl));
+
+		if (!sl)
+			return NULL;
+		sl->next = tp->slabs;
+		tp->slabs = sl;
+		for (size_t i = 0; i < 64; i++) {
+			sl->ops[i].next = tp->free_ops;
+			tp->free_ops = &sl->ops[i];
+		}
+		op = tp->free_ops;
+	}
+	tp->free_ops = op->next;
+	memset(op, 0, sizeof(*op));
+	return op;
+}
+
+static void op_put(struct gw_tp *tp, struct tp_op *op)
+{
+	tp_mr_close(op->mr);
+	op->mr = NULL;
+	op->state = OP_FREE;
+	op->next = tp->free_ops;
+	tp->free_ops = op;
+}
+
+void tp_ops_free(struct gw_tp *tp)
+{
+	while (tp->slabs) {
+		struct tp_slab *sl = tp->slabs;
+
+		for (size_t i = 0; i < 64; i++)
+			tp_mr_close(sl->ops[i].mr);
+		tp->slabs = sl->next;
+		free(sl);
+	}
+	tp->free_ops = NULL;
+}
+
+/* ---- completions ------------------------------------------------------------ */
+
+static const char *dir_name(const struct tp_op *op)
+{
+	return op->dir == OP_SEND ? "send to" : "receive from";
+}
+
+static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
+{
+	tp_mr_close(op->mr);
+	op->mr = NULL;
+	if (op->state == OP_ORPHAN) {
+		tp_log(tp, GW_LOG_DEBUG, "abandoned %s rank %d finished: %zd", dir_name(op),
+		       op->peer, result);
+		tp->orphans--;
+		op_put(tp, op);
+		return;
+	}
+	op->result = result;
+	op->state = OP_DONE;
+}
+
+static int read_err(struct gw_tp *tp)
+{
+	struct fi_cq_err_entry e;
+	struct tp_op *op;
+	char buf[256];
+	const char *txt;
+	ssize_t ret;
+
+	memset(&e, 0, sizeof(e));
+	ret = fi_cq_readerr(tp->cq, &e, 0);
+	if (ret == -FI_EAGAIN)
+		return 0;
+	if (ret < 0) {
+		tp_log(tp, GW_LOG_ERROR, "fi_cq_readerr: %s", fi_strerror((int)-ret));
+		return tp_errno((int)ret);
+	}
+	txt = fi_cq_strerror(tp->cq, e.prov_errno, e.err_data, buf, sizeof(buf));
+	op = e.op_context;
+	if (!op) {
+		tp_log(tp, GW_LOG_ERROR, "CQ error of no request: %s (%s)", fi_strerror(e.err),
+		       txt ? txt : "");
+		return 1;
+	}
+	if (e.err == FI_ETRUNC) {
+		tp_log(tp, GW_LOG_ERROR,
+		       "message from rank %d (tag 0x%016llx) is longer than the "
+		       "%zu-byte receive (by %zu bytes, 0: not told): rejected",
+		       op->peer, (unsigned long long)op->tag, op->len, e.olen);
+	} else if (e.err == FI_ECANCELED && !op->cancelling) {
+		tp_log(tp, GW_LOG_ERROR,
+		       "%s rank %d (tag 0x%016llx) aborted by "
+		       "the provider (connection lost?): %s",
+		       dir_name(op), op->peer, (unsigned long long)op->tag, txt ? txt : "");
+		complete(tp, op, -ECONNABORTED);
+		return 1;
+	} else if (e.err != FI_ECANCELED) {
+		tp_log(tp, GW_LOG_ERROR,
+		       "%s rank %d (tag 0x%016llx) failed: "
+		       "%s (%s)",
+		       dir_name(op), op->peer, (unsigned long long)op->tag, fi_strerror(e.err),
+		       txt ? txt : "");
+	}
+	complete(tp, op, e.err ? tp_errno(e.err) : -EIO);
+	return 1;
+}
+
+/*
+ * One batch of completions, sleeping up to timeout_ms for the first when
+ * the CQ can block. Return: completions handled (0: none), or -errno.
+ */
+static int progress_once(struct gw_tp *tp, int timeout_ms)
+{
+	struct fi_cq_tagged_entry ent[TP_BATCH];
+	ssize_t n;
+
+	if (tp->blocking && timeout_ms > 0) {
+		n = fi_cq_sread(tp->cq, ent, TP_BATCH, NULL, timeout_ms);
+		if (n == -FI_ENOSYS) {
+			tp_log(tp, GW_LOG_INFO,
+			       "fi_cq_sread unsupported; "
+			       "waits back off instead");
+			tp->blocking = false;
+			n = fi_cq_read(tp->cq, ent, TP_BATCH);
+		}
+	} else {
+		n = fi_cq_read(tp->cq, ent, TP_BATCH);
+	}
+	if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT)
+		return 0;
+	if (n == -FI_EAVAIL)
+		return read_err(tp);
+	if (n < 0) {
+		tp_log(tp, GW_LOG_ERROR, "reading the CQ: %s", fi_strerror((int)-n));
+		return tp_errno((int)n);
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		struct tp_op *op = ent[i].op_context;
+
+		complete(tp, op, op->dir == OP_RECV ? (ssize_t)ent[i].len : (ssize_t)op->len);
+	}
+	return (int)n;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * Wait up to left ms for something to complete.
+ *
+ * ofi_rxm moves one internal completion per fi_cq_read (a large message is
+ * many: SAR segments, rendezvous steps) and its wait object does not always
+ * fire again for the next step, so a waiter that only sleeps in
+ * fi_cq_sread() crawls (64 MiB took 3.7 s here, 0.9 s when polled). Hence
+ * a short, yielding poll while the endpoint is "hot" (something was posted
+ * or completed, or the wait object just fired), and a sleep in
+ * fi_cq_sread() of at most TP_SLEEP_MS once it has gone quiet: an idle
+ * waiter uses no CPU, a busy one gives the core away at every poll.
+ */
+static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
+{
+	int64_t t0, spin = 0;
+	int n = progress_once(tp, 0);
+
+	if (n)
+		goto out;
+	if (tp->cfg.spin_us < 0)
+		spin = left * 1000; /* busy poll until the deadline */
+	else if (tp->hot)
+		spin = tp->cfg.spin_us > 0 ? tp->cfg.spin_us : TP_SPIN_US;
+	if (spin > 0) {
+		int64_t end = now_us() + spin;
+
+		do {
+			sched_yield();
+			n = progress_once(tp, 0);
+			if (n)
+				goto out;
+		} while (now_us() < end);
+		tp->hot = false;
+		if (tp->cfg.spin_us < 0)
+			return 0;
+	}
+	if (!tp->blocking) {
+		gw_backoff(step);
+		return 0;
+	}
+	if (left > TP_SLEEP_MS)
+		left = TP_SLEEP_MS;
+	t0 = now_us();
+	n = progress_once(tp, (int)left);
+	/* Woken before the timeout: the wait object saw traffic. */
+	if (n == 0 && now_us() - t0 < left * 1000 - 100)
+		tp->hot = true;
+out:
+	if (n > 0) {
+		*step = 0;
+		tp->hot = true;
+	}
+	return n;
+}
+
+int gw_tp_progress(struct gw_tp *tp, int timeout_ms)
+{
+	int64_t deadline;
+	unsigned step = 0;
+	int n;
+
+	if (!tp)
+		return -EINVAL;
+	if (timeout_ms <= 0)
+		return progress_once(tp, 0);
+	deadline = gw_now_ms() + timeout_ms;
+	for (;;) {
+		int64_t left = deadline - gw_now_ms();
+
+		if (left <= 0)
+			return 0;
+		n = progress_wait(tp, left, &step);
+		if (n)
+			return n;
+	}
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, uint32_t slot,
+		uint32_t seq, void *buf, size_t len, struct gw_tp_req *req)
+{
+	struct tp_op *op;
+	void *desc;
+	int64_t deadline;
+	unsigned step = 0;
+	ssize_t r;
+	int ret;
+
+	if (!req)
+		return -EINVAL;
+	req->op = NULL;
+	req->result = -EINVAL;
+	if (!tp || peer < 0 || peer >= tp->size || slot > GW_TP_SLOT_MAX || kind == 0 ||
+	    kind > 15 || (!buf && len))
+		return -EINVAL;
+	op = op_get(tp);
+	if (!op)
+		return -ENOMEM;
+	op->dir = dir;
+	op->peer = peer;
+	op->tag = gw_tp_tag(kind, slot, seq);
+	op->len = len;
+	ret = tp_mr_for(tp, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV, &op->mr, &desc);
+	if (ret)
+		goto err_put;
+	op->state = OP_POSTED;
+	deadline = gw_now_ms() + tp->cfg.timeout_ms;
+	for (;;) {
+		if (dir == OP_SEND)
+			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
+		else
+			r = fi_trecv(tp->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
+		if (r != -FI_EAGAIN)
+			break;
+		if (gw_now_ms() >= deadline) {
+			r = -FI_ETIMEDOUT;
+			break;
+		}
+		/* The provider's queue is full: complete something first. */
+		if (progress_once(tp, 0) == 0)
+			gw_backoff(&step);
+	}
+	if (r) {
+		ret = tp_errno((int)r);
+		tp_log(tp, GW_LOG_ERROR, "posting a %s rank %d (%zu bytes): %s", dir_name(op), peer,
+		       len, fi_strerror((int)-r));
+		goto err_put;
+	}
+	req->op = op;
+	req->result = 0;
+	tp->hot = true;
+	return 0;
+
+err_put:
+	op_put(tp, op);
+	return ret;
+}
+
+int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     const void *buf, size_t len, struct gw_tp_req *req)
+{
+	/* libfabric takes a non-const pointer; it only reads a send buffer. */
+	return post(tp, OP_SEND, kind, peer, slot, seq, (void *)(uintptr_t)buf, len, req);
+}
+
+int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     void *buf, size_t cap, struct gw_tp_req *req)
+{
+	return post(tp, OP_RECV, kind, peer, slot, seq, buf, cap, req);
+}
+
+int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		size_t len, struct gw_tp_req *req)
+{
+	return gw_tp_isend_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, len, req);
+}
+
+int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,
+		struct gw_tp_req *req)
+{
+	return gw_tp_irecv_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, cap, req);
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+/*
+ * The waiter's deadline passed: cancel op and drain its completion, so that
+ * the provider no longer touches the caller's buffer. A completion that
+ * beats the cancel stands (its data is not lost).
+ */
+static void cancel_op(struct gw_tp *tp, struct tp_op *op, int why)
+{
+	int64_t deadline = gw_now_ms() + TP_DRAIN_MS;
+	unsigned step = 0;
+	int ret;
+
+	op->cancelling = true;
+	ret = fi_cancel(&tp->ep->fid, &op->ctx);
+	while (op->state == OP_POSTED) {
+		int64_t left = deadline - gw_now_ms();
+
+		if (left <= 0)
+			break;
+		if (progress_wait(tp, left, &step) < 0)
+			break;
+	}
+	if (op->state == OP_DONE) {
+		if (op->result == -ECANCELED)
+			op->result = why;
+		return;
+	}
+	tp_log(tp, GW_LOG_WARN,
+	       "%s rank %d (tag 0x%016llx) timed out and "
+	       "could not be cancelled (%s); its buffer stays in use until it "
+	       "completes or the context is destroyed",
+	       dir_name(op), op->peer, (unsigned long long)op->tag,
+	       ret ? fi_strerror(-ret)
+		   : "no "
+		     "completion");
+	op->state = OP_ORPHAN;
+	tp->orphans++;
+}
+
+/* Hand op's outcome to req and recycle op (unless it became an orphan). */
+static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
+{
+	struct tp_op *op = req->op;
+	ssize_t result;
+
+	if (op->state == OP_POSTED)
+		cancel_op(tp, op, why);
+	result = op->state == OP_ORPHAN ? why : op->result;
+	if (result == -ETIMEDOUT)
+		tp_log(tp, GW_LOG_WARN, "%s rank %d timed out", dir_name(op), op->peer);
+	if (op->state != OP_ORPHAN)
+		op_put(tp, op);
+	req->op = NULL;
+	req->result = result;
+	return result;
+}
+
+static bool pending(const struct gw_tp_req *req)
+{
+	return req->op && req->op->state == OP_POSTED;
+}
+
+ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms)
+{
+	if (!tp || !req)
+		return -EINVAL;
+	gw_tp_waitall(tp, req, 1, timeout_ms);
+	return req->result;
+}
+
+int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeout_ms)
+{
+	int64_t deadline = gw_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int why = -ETIMEDOUT, first = 0;
+	unsigned step = 0;
+	size_t i = 0;
+
+	if (!tp || (!reqs && n))
+		return -EINVAL;
+	for (;;) {
+		int64_t left;
+		int r;
+
+		while (i < n && !pending(&reqs[i]))
+			i++;
+		if (i == n)
+			break;
+		left = deadline - gw_now_ms();
+		if (left <= 0)
+			break;
+		r = progress_wait(tp, left, &step);
+		if (r < 0) {
+			why = r; /* the CQ itself failed */
+			break;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		ssize_t r = reqs[i].op ? finish(tp, &reqs[i], why) : -EINVAL;
+
+		reqs[i].result = r;
+		if (r < 0 && !first)
+			first = (int)r;
+	}
+	return first;
+}
+
+int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req)
+{
+	if (!tp || !req || !req->op)
+		return -EINVAL;
+	if (req->op->state == OP_POSTED) {
+		int r = progress_once(tp, 0);
+
+		if (r < 0)
+			return r;
+	}
+	return req->op->state != OP_POSTED;
+}
+
+ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		   size_t len)
+{
+	struct gw_tp_req req;
+	int ret = gw_tp_isend(tp, peer, slot, seq, buf, len, &req);
+
+	return ret ? ret : gw_tp_wait(tp, &req, tp->cfg.timeout_ms);
+}
+
+ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap)
+{
+	struct gw_tp_req req;
+	int ret = gw_tp_irecv(tp, peer, slot, seq, buf, cap, &req);
+
+	return ret ? ret : gw_tp_wait(tp, &req, tp->cfg.timeout_ms);
+}

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport.h - private interface of gradwire's transport base: a libfabric
+ * RDM endpoint shared by `size` ranks, a rendezvous store to find each other,
+ * and tagged sends and receives with bounded, blocking waits.
+ *
+ * Objects and ownership
+ *   struct gw_store   - set/get of small blobs by key (file store here; the
+ *                       host's c10d store later). Owned by the caller; the
+ *                       context only uses it during gw_tp_create().
+ *   struct gw_tp      - one context: fabric, domain, endpoint, AV, CQ, the
+ *                       fi_addr_t of every peer, the pool of in-flight ops.
+ *                       Driven by one thread at a time (FI_THREAD_DOMAIN).
+ *   struct gw_tp_req  - the caller's handle of one posted send or receive.
+ *                       The in-flight state lives in the context's pool, so a
+ *                       completion that arrives after its waiter gave up never
+ *                       writes into memory the caller has reused.
+ *
+ * Tags (64 bits, exact match, receives directed at one peer's fi_addr_t):
+ *
+ *   63     60 59                           32 31                             0
+ *   +--------+-------------------------------+--------------------------------+
+ *   |  kind  |             slot              |              seq               |
+ *   +--------+-------------------------------+--------------------------------+
+ *     4 bits           28 bits                           32 bits
+ *
+ *   kind: GW_TP_KIND_DATA (1) or GW_TP_KIND_CTRL (2); 0 is never sent, so a
+ *         zeroed tag matches nothing. slot: a logical stream (a tensor, a
+ *         collective's chunk). seq: the message number within the slot.
+ *
+ * Errors: every function returns 0 or a negative errno (sizes as ssize_t).
+ * Nothing waits without a deadline.
+ */
+#ifndef GW_TRANSPORT_H
+#define GW_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_tagged.h>
+#include "gradwire/gradwire.h"
+
+/* ---- log ------------------------------------------------------------------ */
+
+enum gw_log_level {
+	GW_LOG_ERROR = 0,
+	GW_LOG_WARN = 1,
+	GW_LOG_INFO = 2,
+	GW_LOG_DEBUG = 3,
+};
+
+/**
+ * gw_log() - one line on stderr, "gradwire[rank]: text", when level <= max.
+ * @max: the configured verbosity (struct gw_tp_cfg.log_level).
+ * @rank: the rank the line is about (-1: not known yet).
+ */
+void gw_log(int max, int level, int rank, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- rendezvous store ------------------------------------------------------ */
+
+/**
+ * struct gw_store_ops - what a rendezvous store provides.
+ * @set: publish val[0..len) under key (replacing an older value atomically:
+ *       a reader sees the old or the new value, never a mix). 0 or -errno.
+ * @get: copy key's value into buf, waiting up to timeout_ms for the key to
+ *       appear. Return: its length, -ETIMEDOUT when it did not appear in
+ *       time, -ENOSPC when it is larger than cap, or another -errno.
+ * @destroy: free the store (the struct gw_store included, for stores made
+ *       by a gw_store_*_create()).
+ */
+struct gw_store_ops {
+	int (*set)(void *s, const char *key, const void *val, size_t len);
+	ssize_t (*get)(void *s, const char *key, void *buf, size_t cap, int timeout_ms);
+	void (*destroy)(void *s);
+};
+
+/** struct gw_store - a store: its ops and the first argument they take. */
+struct gw_store {
+	const struct gw_store_ops *ops;
+	void *s;
+};
+
+/**
+ * gw_store_file_create() - a store in a folder every rank can reach.
+ * Keys become file names (bytes outside [A-Za-z0-9_-] escaped as %XX, so two
+ * keys never share a file); set writes a temporary file and rename()s it.
+ * The folder must exist. Return: 0, -EINVAL, -ENOMEM, -ENOTDIR.
+ */
+int gw_store_file_create(const char *dir, struct gw_store **out);
+
+/* Call the store's ops; gw_store_destroy() accepts NULL. */
+int gw_store_set(struct gw_store *st, const char *key, const void *val, size_t len);
+ssize_t gw_store_get(struct gw_store *st, const char *key, void *buf, size_t cap, int timeout_ms);
+void gw_store_destroy(struct gw_store *st);
+
+/* ---- context ------------------------------------------------------------- */
+
+/**
+ * struct gw_tp_cfg - transport settings, filled by the caller (the plugin
+ * layer reads GRADWIRE_* variables; the transport reads no environment).
+ * @provider: libfabric provider, e.g. "tcp;ofi_rxm" or "shm"; NULL tries
+ *            "verbs;ofi_rxm", then "tcp;ofi_rxm".
+ * @iface: domain name ("lo", "mlx5_0"); NULL takes the provider's first.
+ *         When set, a provider without that domain is an error, never a
+ *         fall-back to another interface.
+ * @job: prefix of the store keys (separates jobs sharing a store); NULL: "gw".
+ * @timeout_ms: deadline of the address exchange and of blocking calls (> 0).
+ * @force_mr: register every buffer even when the provider does not need it.
+ * @log_level: enum gw_log_level.
+ * @spin_us: how long a waiter polls (yielding the core each time) after
+ *           traffic before it sleeps on the CQ: 0 = default (200 us),
+ *           < 0 = never sleep (for a rank that owns its core).
+ */
+struct gw_tp_cfg {
+	const char *provider;
+	const char *iface;
+	const char *job;
+	int timeout_ms;
+	bool force_mr;
+	int log_level;
+	int spin_us;
+};
+
+struct gw_tp;
+
+/**
+ * gw_tp_create() - open the fabric and connect rank to its size - 1 peers.
+ * Publishes this endpoint's address under "<job>/tp/addr/<rank>", fetches
+ * every peer's (each within cfg->timeout_ms) and inserts them in the AV.
+ * Return: 0, -EINVAL, -ENODATA (no such provider/interface), -ETIMEDOUT (a
+ * peer never published), -ENOMEM, or another -errno from libfabric.
+ */
+int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
+		 struct gw_tp **out);
+/** gw_tp_destroy() - close everything (accepts NULL); in-flight ops are dropped. */
+void gw_tp_destroy(struct gw_tp *tp);
+
+int gw_tp_rank(const struct gw_tp *tp);
+int gw_tp_size(const struct gw_tp *tp);
+/** gw_tp_provider() - name of the provider in use ("tcp;ofi_rxm"). */
+const char *gw_tp_provider(const struct gw_tp *tp);
+/** gw_tp_mr_mode() - the FI_MR_* bits the provider asked for. */
+uint64_t gw_tp_mr_mode(const struct gw_tp *tp);
+/** gw_tp_blocking() - true when waits sleep in fi_cq_sread (else back off). */
+bool gw_tp_blocking(const struct gw_tp *tp);
+/** gw_tp_addr_str() - this endpoint's address as text (for logs and tests). */
+const char *gw_tp_addr_str(const struct gw_tp *tp);
+
+/* ---- memory registration ------------------------------------------------- */
+
+struct gw_tp_mr;
+
+/**
+ * gw_tp_mr_reg() - register a long-lived buffer. Sends and receives that lie
+ * inside it use its descriptor instead of registering per request. Only
+ * needed for speed (and only when the provider wants registration); the
+ * caller keeps the buffer alive until gw_tp_mr_dereg().
+ * Return: 0, -EINVAL, -ENOMEM, or a -errno from fi_mr_reg.
+ */
+int gw_tp_mr_reg(struct gw_tp *tp, void *buf, size_t len, struct gw_tp_mr **out);
+/** gw_tp_mr_dereg() - undo gw_tp_mr_reg() (accepts NULL). */
+void gw_tp_mr_dereg(struct gw_tp *tp, struct gw_tp_mr *mr);
+/** gw_tp_mr_count() - registrations made so far (cache and per request). */
+uint64_t gw_tp_mr_count(const struct gw_tp *tp);
+
+/* ---- messages ------------------------------------------------------------ */
+
+enum gw_tp_kind {
+	GW_TP_KIND_DATA = 1,
+	GW_TP_KIND_CTRL = 2,
+};
+
+#define GW_TP_SLOT_MAX ((UINT32_C(1) << 28) - 1)
+
+/** gw_tp_tag() - the 64-bit tag of (kind, slot, seq); see the layout above. */
+static inline uint64_t gw_tp_tag(unsigned kind, uint32_t slot, uint32_t seq)
+{
+	return ((uint64_t)(kind & 0xFu) << 60) | ((uint64_t)(slot & GW_TP_SLOT_MAX) << 32) | seq;
+}
+
+struct tp_op;
+
+/**
+ * struct gw_tp_req - a posted send or receive, as seen by its caller.
+ * @op: the context's in-flight record (NULL once waited for).
+ * @result: after a wait, bytes moved or a negative errno.
+ */
+struct gw_tp_req {
+	struct tp_op *op;
+	ssize_t result;
+};
+
+/**
+ * gw_tp_isend() - post a send of buf[0..len) to peer, tag (DATA, slot, seq).
+ * The buffer must stay untouched until the request is waited for.
+ * FI_EAGAIN from the provider is retried (progressing the CQ) until
+ * cfg->timeout_ms. Return: 0, -EINVAL, -ETIMEDOUT, -ENOMEM, or -errno.
+ */
+int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		size_t len, struct gw_tp_req *req);
+/**
+ * gw_tp_irecv() - post a receive of at most cap bytes from peer only, with
+ * exactly the tag (DATA, slot, seq). A longer message is an error
+ * (-EMSGSIZE from the wait), never silently truncated.
+ */
+int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,
+		struct gw_tp_req *req);
+/* The same with an explicit kind (control messages of the handshake). */
+int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     const void *buf, size_t len, struct gw_tp_req *req);
+int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
+		     void *buf, size_t cap, struct gw_tp_req *req);
+
+/**
+ * gw_tp_wait() - wait until req completes, at most timeout_ms.
+ * Return: bytes sent or received (also stored in req->result), or:
+ *   -ETIMEDOUT  it did not complete in time; it was cancelled (fi_cancel) and
+ *               its completion drained, so the buffer may be reused. (A send
+ *               the provider cannot cancel stays owned by the context until
+ *               it completes or the context is destroyed; a warning says so.)
+ *               A message that wins the race with the cancel is reported as
+ *               received, never lost.
+ *   -EMSGSIZE   the message was larger than the receive's cap (FI_ETRUNC).
+ *               ofi_rxm 1.17 reports this only for eager messages (up to
+ *               its ~16 KiB buffer size); a larger SAR or rendezvous
+ *               message never completes a too-small receive, so that wait
+ *               ends in -ETIMEDOUT (never a silent truncation, never a
+ *               write past cap).
+ *   -ECONNABORTED  the provider cancelled it on its own (connection lost).
+ *   -ECONNRESET, -EIO, ...  a CQ error, logged with the peer's rank and the
+ *               provider's text.
+ *   -EINVAL     req was never posted or already waited for.
+ */
+ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms);
+/**
+ * gw_tp_waitall() - wait for n requests under one deadline; those still
+ * pending at the deadline are cancelled like in gw_tp_wait().
+ * Return: 0 when all succeeded, else the first negative result in order
+ * (each req[i].result holds its own outcome).
+ */
+int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeout_ms);
+/**
+ * gw_tp_test() - progress once without sleeping.
+ * Return: 1 when req has completed (gw_tp_wait() then returns at once), 0 when
+ * not yet, -EINVAL for a request not in flight.
+ */
+int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req);
+/**
+ * gw_tp_progress() - read completions for up to timeout_ms (0: poll once).
+ * Return: the number of completions handled, or -errno.
+ */
+int gw_tp_progress(struct gw_tp *tp, int timeout_ms);
+
+/* Blocking forms, with cfg->timeout_ms. */
+ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
+		   size_t len);
+ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap);
+
+/** gw_now_ms() - CLOCK_MONOTONIC in milliseconds (for deadlines). */
+int64_t gw_now_ms(void);
+
+/* ---- inside the transport ------------------------------------------------- */
+
+#ifdef GW_TP_INTERNAL
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+enum tp_op_state { OP_FREE, OP_POSTED, OP_DONE, OP_ORPHAN };
+enum tp_op_dir { OP_SEND, OP_RECV };
+
+/*
+ * One in-flight operation. fi_context2 comes first: libfabric's FI_CONTEXT2
+ * mode lets the provider use it, and a completion's op_context points at it.
+ */
+struct tp_op {
+	struct fi_context2 ctx;
+	struct tp_op *next; /* free list */
+	enum tp_op_state state;
+	enum tp_op_dir dir;
+	bool cancelling; /* we called fi_cancel on it */
+	int peer;
+	uint64_t tag;
+	size_t len;	   /* send length or receive cap */
+	struct fid_mr *mr; /* per-request registration, or NULL */
+	ssize_t result;
+};
+
+struct gw_tp_mr {
+	struct gw_tp_mr *next;
+	uintptr_t base;
+	size_t len;
+	struct fid_mr *mr;
+};
+
+struct tp_slab {
+	struct tp_slab *next;
+	struct tp_op ops[64];
+};
+
+#define TP_NAME_MAX 256
+
+struct gw_tp {
+	struct gw_tp_cfg cfg;
+	int rank, size;
+
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	bool blocking; /* fi_cq_sread works */
+	bool hot;      /* traffic lately: poll before sleeping */
+	bool need_mr;  /* FI_MR_LOCAL or force_mr */
+	uint64_t mr_mode;
+	uint64_t next_key; /* requested keys when !FI_MR_PROV_KEY */
+	uint64_t mr_count;
+
+	fi_addr_t *peer;	/* size entries */
+	char name[TP_NAME_MAX]; /* our fi_getname() address */
+	size_t namelen;
+	char addr_str[TP_NAME_MAX];
+
+	struct tp_slab *slabs;
+	struct tp_op *free_ops;
+	unsigned orphans;     /* ops whose waiter gave up */
+	struct gw_tp_mr *mrs; /* caller registrations */
+};
+
+#define tp_log(tp, lvl, ...) gw_log((tp)->cfg.log_level, (lvl), (tp)->rank, __VA_ARGS__)
+
+void gw_backoff(unsigned *step);
+
+/* fabric.c */
+int tp_fabric_open(struct gw_tp *tp);
+void tp_fabric_close_ep(struct gw_tp *tp);
+void tp_fabric_close(struct gw_tp *tp);
+int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **own,
+	      void **desc);
+void tp_mr_close(struct fid_mr *mr);
+int tp_errno(int fi_err);
+
+/* progress.c */
+void tp_ops_free(struct gw_tp *tp);
+#endif /* GW_TP_INTERNAL */
+
+#endif
