@@ -75,6 +75,12 @@ static ssize_t encode(const struct gw_codec *c, struct bufs *b, const float *x,
 				 r ? rout : NULL, n, out, cap);
 }
 
+/* Half an ulp of a format with `bits` mantissa bits at |v|, at least `min`. */
+static float half_ulp(float v, int bits, float min)
+{
+	return v == 0 ? min : fmaxf(ldexpf(1, ilogbf(fabsf(v)) - bits), min);
+}
+
 static float ulp(float v)
 {
 	v = fabsf(v);
@@ -115,13 +121,13 @@ static void check_bound(const struct gw_codec *c, const float *y,
 			if (fabsf(v) >= 65520.0f)
 				ok = fabsf(d) == 65504.0f && (flags & GW_PF_SATURATED);
 			else	/* half an fp16 ulp; 2^-25 below the normal range */
-				ok = e <= fmaxf(ldexpf(1, ilogbf(fabsf(v)) - 11), 0x1p-25f);
+				ok = e <= half_ulp(v, 11, 0x1p-25f);
 			break;
 		case GW_CODEC_BF16:
 			if (fabsf(v) > 0x1.fefffep127f)
 				ok = (flags & GW_PF_SATURATED) != 0;
 			else
-				ok = e <= fmaxf(ldexpf(1, ilogbf(fabsf(v)) - 8), 0x1p-134f);
+				ok = e <= half_ulp(v, 8, 0x1p-134f);
 			break;
 		case GW_CODEC_INT8: {
 			uint64_t lo = i / p->bucket * p->bucket;
