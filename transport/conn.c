@@ -637,6 +637,21 @@ int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
 	return rc;
 }
 
+ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
+		    uint32_t slot, uint32_t seq, const void *body, size_t len,
+		    uint8_t *out, size_t cap)
+{
+	struct gw_frame_hdr h = { kind, flags, slot, seq, len };
+	struct conn *c;
+
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank ||
+	    cap < GW_FRAME_HDR || cap - GW_FRAME_HDR < len)
+		return -EINVAL;
+	c = &ctx->conns[peer];
+	memmove(out + GW_FRAME_HDR, body, len);
+	return gw_frame_seal(c->tx, c->hs.mac, &h, out, cap);
+}
+
 /* ---- receiving ------------------------------------------------------------- */
 
 static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
@@ -709,10 +724,10 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 			 gw_frame_bound(len, cs->c->hs.mac), 0, r);
 }
 
-/* Authenticate, check and deliver a received frame of flen bytes. */
-static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t flen)
+/* Authenticate, check and deliver a received frame of flen bytes in cs. */
+static int deliver(struct gw_ctx *ctx, const struct gw_ctx_req *r,
+		   struct conn_slot *cs, size_t flen)
 {
-	struct conn_slot *cs = r->cs;
 	struct conn *c = cs->c;
 	struct gw_frame_hdr h;
 	struct gw_payload p;
@@ -773,7 +788,6 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs = r->cs;
 	ssize_t got;
-	int rc;
 
 	if (!cs || r->ctx != ctx)
 		return -EINVAL;
@@ -809,8 +823,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 			cs->c->peer, cs->slot, gw_strerror((int)got));
 		return (int)got;
 	}
-	rc = deliver(ctx, r, (size_t)got);
-	return rc;
+	return deliver(ctx, r, cs, (size_t)got);
 }
 
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)

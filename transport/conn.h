@@ -122,6 +122,15 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 		    uint32_t slot, float *y, uint64_t n, unsigned flags,
 		    int *from);
 
+/**
+ * gw_ctx_seal() - seal body[0..len) as a frame to peer (slot, seq) with the
+ * connection's send key, without sending it or touching any counter. For
+ * tests that play a hostile peer, and for tools. Return: frame bytes or -errno.
+ */
+ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
+		    uint32_t slot, uint32_t seq, const void *body, size_t len,
+		    uint8_t *out, size_t cap);
+
 /** gw_ctx_codec() - the codec negotiated with peer. */
 const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
 int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s);

@@ -1,0 +1,699 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_conn.c - connections over loopback (tcp;ofi_rxm on lo, and shm):
+ * negotiation, tensors through every codec, MACs, a hostile peer, a killed
+ * peer, and a long run that the sanitizer build checks for leaks.
+ *
+ * Ranks are forked (tp_harness.h). Each rank mirrors what its peer sends: it
+ * runs the same codec on the same data with its own residual, so a received
+ * tensor must equal decode(encode(x + r)) bit for bit, step after step. This
+ * checks the codec, the residual per peer and the frame path all at once.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "tutil.h"
+#include "tp_harness.h"
+#include "conn.h"
+#include "frame.h"
+#include "codec_impl.h"
+
+#define TIMEOUT_MS 8000
+
+struct conn_arg {
+	const char *codec, *codec_local;
+	const char *codec_r[8];	/* per rank codec list, overriding codec */
+	const char *provider, *iface;
+	int mac_mode;
+	int mac_r[8];		/* per rank MAC mode + 1, overriding mac_mode */
+	const char *key[8];	/* per rank key file, NULL for none */
+	bool fallback;
+	uint64_t host[8];	/* per rank host id (0: the real one) */
+	uint16_t version[8];
+	uint64_t sizes[8];
+	int nsizes, steps;
+	int want_rc;		/* gw_ctx_create's expected result */
+	const char *want_err;	/* ...and a piece of its message */
+	int kill_rank;		/* rank that dies mid-transfer, or -1 */
+	int messages;		/* long run */
+	char keydir[64];
+};
+
+static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
+{
+	struct tp_env env = { a->provider ? a->provider : "tcp;ofi_rxm",
+			      a->provider ? a->iface : "lo", false, GW_LOG_ERROR,
+			      TIMEOUT_MS, 0 };
+	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
+
+	c.codec = a->codec_r[rank] ? a->codec_r[rank] : a->codec;
+	c.codec_local = a->codec_local;
+	c.fallback = a->fallback;
+	c.mac_mode = a->mac_r[rank] ? a->mac_r[rank] - 1 : a->mac_mode;
+	c.mac_key_file = a->key[rank];
+	c.host_id = a->host[rank] ? a->host[rank] : (uint64_t)(rank + 1) * 1000;
+	c.hs_version = a->version[rank];
+	c.min_compress_bytes = 4096;
+	return c;
+}
+
+static struct gw_ctx *open_ctx(const struct conn_arg *a, int rank, int size,
+			       const char *dir, struct gw_store **st, int *rc,
+			       char *err, size_t errlen)
+{
+	struct gw_ctx_cfg cfg = ctx_cfg(a, rank);
+	struct gw_ctx *ctx = NULL;
+
+	*rc = gw_store_file_create(dir, st);
+	if (*rc)
+		return NULL;
+	*rc = gw_ctx_create(&cfg, rank, size, *st, &ctx, err, errlen);
+	if (!*rc && tp_check_loopback(gw_ctx_tp(ctx), &(struct tp_env){
+		    .provider = a->provider ? a->provider : "tcp;ofi_rxm",
+		    .iface = "lo" })) {
+		fprintf(stderr, "rank %d: not on loopback\n", rank);
+		*rc = -EINVAL;
+	}
+	return ctx;
+}
+
+/* The data rank r sends at step s: deterministic, so receivers can mirror it. */
+static void data_of(float *x, uint64_t n, int r, int s)
+{
+	tu_fill(x, n, (uint64_t)r * 7919 + (uint64_t)s * 104729 + n);
+}
+
+/* ---- exchange: every codec, ring, mirrored -------------------------------- */
+
+static int body_exchange(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	int next = (rank + 1) % size, prev = (rank + size - 1) % size, rc;
+	struct gw_store *st;
+	char err[512];
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+
+	if (!ctx) {
+		fprintf(stderr, "rank %d: create: %s (%s)\n", rank, err, gw_strerror(rc));
+		return 10;
+	}
+	for (int z = 0; z < a->nsizes; z++) {
+		uint64_t n = a->sizes[z];
+		float *x = tu_alloc(n * 4), *y = tu_alloc(n * 4), *want = tu_alloc(n * 4);
+		const struct gw_codec *neg = gw_ctx_codec(ctx, prev);
+		struct gw_codec c = *neg;
+		struct gw_residual r;
+		size_t cap;
+		uint8_t *pay, *state;
+		void *scratch;
+
+		if (n * 4 < 4096 || !c.ops->lossy)	/* the context's threshold */
+			gw_codec_init(&c, gw_codec_find("none"));
+		cap = gw_payload_bound(&c, n);
+		pay = tu_alloc(cap);
+		state = tu_alloc(gw_codec_state_size(&c, n) + 8);
+		scratch = tu_alloc(gw_codec_scratch_size(&c, n));
+		gw_residual_init(&r);
+		gw_residual_prepare(&r, n);
+		for (int s = 0; s < a->steps; s++) {
+			struct gw_ctx_req req[2];
+			ssize_t len;
+
+			data_of(x, n, rank, s);
+			rc = gw_ctx_irecv(ctx, prev, (uint32_t)z + 1, y, n, 0, &req[0]);
+			if (!rc)
+				rc = gw_ctx_isend(ctx, next, (uint32_t)z + 1, x, n,
+						  GW_CTX_LOSSY, &req[1]);
+			if (!rc)
+				rc = gw_ctx_waitall(ctx, req, 2);
+			if (rc) {
+				fprintf(stderr, "rank %d n=%llu step %d: %s\n", rank,
+					(unsigned long long)n, s, gw_strerror(rc));
+				return 11;
+			}
+			/* Mirror prev's encoder: same data, same residual history. */
+			data_of(x, n, prev, s);
+			len = gw_payload_encode(&c, state, scratch, x, r.buf, r.buf, n,
+						pay, cap);
+			if (len < 0 || gw_payload_decode(pay, (size_t)len, want, n))
+				return 12;
+			if (memcmp(want, y, n * 4)) {
+				uint64_t i = 0;
+
+				while (i < n && gw_f2u(want[i]) == gw_f2u(y[i]))
+					i++;
+				fprintf(stderr, "rank %d codec %s n=%llu step %d: y[%llu]=%a,"
+					" want %a\n", rank, c.ops->name, (unsigned long long)n,
+					s, (unsigned long long)i, y[i], want[i]);
+				return 13;
+			}
+		}
+		gw_residual_fini(&r);
+		free(x), free(y), free(want), free(pay), free(state), free(scratch);
+	}
+	{
+		struct gw_conn_stats s;
+
+		gw_ctx_stats(ctx, next, &s);
+		if (s.frames_sent != (uint64_t)(a->nsizes * a->steps) || s.mac_failures ||
+		    s.rejected) {
+			fprintf(stderr, "rank %d: stats %llu frames\n", rank,
+				(unsigned long long)s.frames_sent);
+			return 14;
+		}
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void run(int size, int limit_s, tp_body body, struct conn_arg *a, int want)
+{
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(size, limit_s, body, a, codes), 0);
+	for (int r = 0; r < size; r++) {
+		if (codes[r] != want && !(r == a->kill_rank))
+			printf("\n  rank %d exited %d (want %d)\n", r, codes[r], want);
+		if (r != a->kill_rank)
+			CU_ASSERT_EQUAL(codes[r], want);
+	}
+}
+
+static const char *const codecs[] = {
+	"none", "fp16", "bf16", "int8", "int8:rounding=stochastic,bucket=100",
+	"onebit", "topk:ratio=0.01", "randomk:ratio=0.05",
+};
+
+static void test_exchange_small(void)
+{
+	for (int size = 2; size <= 4; size += 2) {
+		for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++) {
+			struct conn_arg a = { .codec = codecs[i], .kill_rank = -1,
+					      .sizes = { 1, 7, 1024, 4097, 262144 },
+					      .nsizes = 5, .steps = 3 };
+
+			run(size, 60, body_exchange, &a, 0);
+		}
+	}
+}
+
+static void test_exchange_64mib(void)
+{
+	for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++) {
+		struct conn_arg a = { .codec = codecs[i], .kill_rank = -1,
+				      .sizes = { 16u << 20 }, .nsizes = 1, .steps = 2 };
+
+		run(2, 90, body_exchange, &a, 0);
+	}
+}
+
+static void test_shm(void)
+{
+	struct conn_arg a = { .codec = "int8", .provider = "shm", .kill_rank = -1,
+			      .sizes = { 1, 4097, 1 << 20 }, .nsizes = 3, .steps = 2 };
+
+	run(2, 60, body_exchange, &a, 0);
+}
+
+/* ---- negotiation over real connections ------------------------------------ */
+
+/* Every rank creates its context; want_rc and want_err say how that ends. */
+static int body_negotiate(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	struct gw_store *st;
+	char err[512] = "";
+	int rc;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+
+	if (rc != a->want_rc || (a->want_err && !strstr(err, a->want_err))) {
+		fprintf(stderr, "rank %d: got %d '%s', want %d '%s'\n", rank, rc, err,
+			a->want_rc, a->want_err ? a->want_err : "");
+		return 20;
+	}
+	if (!rc) {
+		/* Report the codec chosen toward each peer in the exit code:
+		 * bit p set when the link to rank p is compressed. */
+		int lossy = 0;
+
+		for (int p = 0; p < size; p++)
+			if (p != rank && gw_ctx_codec(ctx, p)->ops->lossy)
+				lossy |= 1 << p;
+		gw_ctx_destroy(ctx);
+		gw_store_destroy(st);
+		return lossy;
+	}
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void write_key(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+static void test_negotiation(void)
+{
+	struct conn_arg a;
+	int codes[TP_MAX_RANKS];
+	char k1[80], k2[80], dir[] = "/tmp/gw-keys-XXXXXX";
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(k1, sizeof(k1), "%s/k1", dir);
+	snprintf(k2, sizeof(k2), "%s/k2", dir);
+	write_key(k1, "the first key, long enough\n");
+	write_key(k2, "a different key, long too\n");
+
+	/* No common codec: both fail and name both lists. */
+	a = (struct conn_arg){ .codec_r = { "topk:ratio=0.01,int8", "fp16" },
+			       .kill_rank = -1, .want_rc = -ENOPROTOOPT,
+			       .want_err = "[fp16] (fallback off)" };
+	run(2, 30, body_negotiate, &a, 0);
+	/* Different lists: the lower rank's order decides. */
+	a = (struct conn_arg){ .codec_r = { "bf16,topk", "topk,bf16" },
+			       .kill_rank = -1, .want_rc = 0 };
+	CU_ASSERT_EQUAL(tp_run(2, 30, body_negotiate, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 1 << 1);
+	CU_ASSERT_EQUAL(codes[1], 1 << 0);
+
+	/* Local vs remote: ranks 0 and 1 share a host, rank 2 does not. */
+	a = (struct conn_arg){ .codec = "int8", .codec_local = "none", .kill_rank = -1,
+			       .host = { 7, 7, 8 }, .want_rc = 0 };
+	CU_ASSERT_EQUAL(tp_run(3, 30, body_negotiate, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 1 << 2);		/* 0-1 none, 0-2 int8 */
+	CU_ASSERT_EQUAL(codes[1], 1 << 2);
+	CU_ASSERT_EQUAL(codes[2], (1 << 0) | (1 << 1));
+
+	/* MAC required on one side, off on the other. */
+	a = (struct conn_arg){ .codec = "fp16", .key = { k1, k1 }, .kill_rank = -1,
+			       .mac_r = { GW_MAC_REQUIRED + 1, GW_MAC_OFF + 1 },
+			       .want_rc = -EACCES, .want_err = "has it off" };
+	run(2, 30, body_negotiate, &a, 0);
+
+	/* Two different keys: FINISHED fails on both sides. */
+	a = (struct conn_arg){ .codec = "fp16", .mac_mode = GW_MAC_REQUIRED,
+			       .key = { k1, k2 }, .kill_rank = -1,
+			       .want_rc = -EKEYREJECTED, .want_err = "different keys" };
+	run(2, 30, body_negotiate, &a, 0);
+
+	/* Version skew: rank 1 speaks a newer protocol. */
+	a = (struct conn_arg){ .codec = "fp16", .version = { 0, 2 }, .kill_rank = -1,
+			       .want_rc = -EPROTONOSUPPORT, .want_err = "version skew" };
+	run(2, 30, body_negotiate, &a, 0);
+
+	/* A key file others can read is refused before anything is sent. */
+	chmod(k1, 0644);
+	a = (struct conn_arg){ .codec = "fp16", .mac_mode = GW_MAC_OPTIONAL,
+			       .key = { k1, k1 }, .kill_rank = -1, .want_rc = -EACCES,
+			       .want_err = "only its owner can read" };
+	run(2, 30, body_negotiate, &a, 0);
+	unlink(k1);
+	unlink(k2);
+	rmdir(dir);
+}
+
+static void test_fallback(void)
+{
+	struct conn_arg a = { .codec_r = { "topk,int8", "fp16,bf16" }, .fallback = true,
+			      .kill_rank = -1, .want_rc = 0 };
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL(tp_run(2, 30, body_negotiate, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);	/* both links `none` */
+	CU_ASSERT_EQUAL(codes[1], 0);
+}
+
+/* ---- MAC on the data path -------------------------------------------------- */
+
+static void test_mac_exchange(void)
+{
+	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/key", dir);
+	write_key(key, "a shared secret for the test run\n");
+	for (int m = GW_MAC_OPTIONAL; m <= GW_MAC_REQUIRED; m++) {
+		struct conn_arg a = { .codec = "topk:ratio=0.1", .mac_mode = m,
+				      .key = { key, key, key }, .kill_rank = -1,
+				      .sizes = { 3, 5000, 300000 }, .nsizes = 3,
+				      .steps = 3 };
+
+		run(3, 60, body_exchange, &a, 0);
+	}
+	unlink(key);
+	rmdir(dir);
+}
+
+/* ---- a hostile peer --------------------------------------------------------- */
+
+enum { H_FLIP, H_TRUNC, H_REPLAY_SLOT, H_REPLAY_SEQ, H_GARBAGE, H_OVERSIZE,
+       H_WRONG_CODEC, H_COUNT };
+
+#define HOSTILE_N 16
+
+/*
+ * Rank 2 completes the handshake like anyone, then sends rank 0 forged
+ * frames through the raw transport, one per slot 100 + attack. Rank 0 must
+ * reject each (buffer untouched, counters up) and then still exchange with
+ * rank 1 and with rank 2 honestly.
+ */
+static int body_hostile(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	struct gw_store *st;
+	char err[512];
+	int rc;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	float x[HOSTILE_N], y[HOSTILE_N];
+
+	if (!ctx)
+		return 30;
+	tu_fill(x, HOSTILE_N, 99);
+	if (rank == 2) {
+		struct gw_tp *tp = gw_ctx_tp(ctx);
+		uint8_t body[256], f[8192], g[8192];
+		struct gw_codec none;
+		ssize_t blen, flen;
+
+		gw_codec_init(&none, gw_codec_find("none"));
+		blen = gw_payload_encode(&none, NULL, NULL, x, NULL, NULL, HOSTILE_N,
+					 body, sizeof(body));
+		flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, 100, 0, body,
+				   (size_t)blen, f, sizeof(f));
+		if (blen < 0 || flen < 0)
+			return 31;
+		for (int h = 0; h < H_COUNT; h++) {
+			uint32_t slot = 100 + (uint32_t)h;
+			size_t len = (size_t)flen;
+
+			memcpy(g, f, (size_t)flen);
+			switch (h) {
+			case H_FLIP:	/* a valid frame for this slot, one bit off */
+				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body,
+					    (size_t)blen, g, sizeof(g));
+				g[GW_FRAME_HDR + 30] ^= 0x10;
+				break;
+			case H_TRUNC:
+				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body,
+					    (size_t)blen, g, sizeof(g));
+				len -= 9;
+				break;
+			case H_REPLAY_SLOT:	/* slot 100's frame sent to this slot */
+				break;
+			case H_REPLAY_SEQ:	/* a frame for seq 1 arriving as seq 0 */
+				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 1, body,
+					    (size_t)blen, g, sizeof(g));
+				break;
+			case H_GARBAGE:
+				for (size_t i = 0; i < len; i++)
+					g[i] = (uint8_t)(i * 131 + 7);
+				break;
+			case H_OVERSIZE:	/* larger than the receive's buffer */
+				len = 8000;
+				break;
+			case H_WRONG_CODEC: {	/* honest MAC, codec not negotiated */
+				struct gw_codec fp16;
+				uint8_t b2[256];
+				ssize_t l2;
+
+				gw_codec_init(&fp16, gw_codec_find("fp16"));
+				l2 = gw_payload_encode(&fp16, NULL, NULL, x, NULL, NULL,
+						       HOSTILE_N, b2, sizeof(b2));
+				len = (size_t)gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR,
+							  GW_FRAME_F_LOSSY, slot, 0, b2,
+							  (size_t)l2, g, sizeof(g));
+				break;
+			}
+			}
+			if (gw_tp_send(tp, 0, slot, 0, g, len) < 0)
+				return 32;
+		}
+	}
+	if (rank == 0) {
+		static const int want[H_COUNT] = {
+			[H_FLIP] = -EKEYREJECTED, [H_TRUNC] = -EKEYREJECTED,
+			[H_REPLAY_SLOT] = -EKEYREJECTED, [H_REPLAY_SEQ] = -EKEYREJECTED,
+			[H_GARBAGE] = -EKEYREJECTED, [H_OVERSIZE] = -EMSGSIZE,
+			[H_WRONG_CODEC] = -EPROTO,
+		};
+		struct gw_conn_stats s;
+		struct gw_ctx_req r;
+
+		for (int h = 0; h < H_COUNT; h++) {
+			for (int i = 0; i < HOSTILE_N; i++)
+				y[i] = 42.0f;
+			rc = gw_ctx_irecv(ctx, 2, 100 + (uint32_t)h, y, HOSTILE_N, 0, &r);
+			if (!rc)
+				rc = gw_ctx_wait(ctx, &r);
+			if (rc != want[h] && !(h == H_OVERSIZE && rc == -ETIMEDOUT)) {
+				fprintf(stderr, "attack %d: got %d (%s), want %d\n", h, rc,
+					gw_strerror(rc), want[h]);
+				return 33;
+			}
+			for (int i = 0; i < HOSTILE_N; i++)
+				if (y[i] != 42.0f)
+					return 34;	/* the buffer was touched */
+		}
+		gw_ctx_stats(ctx, 2, &s);
+		if (s.mac_failures != 5 || s.rejected != 1 || s.errors + s.timeouts != 1) {
+			fprintf(stderr, "counters: mac %llu rejected %llu errors %llu\n",
+				(unsigned long long)s.mac_failures,
+				(unsigned long long)s.rejected,
+				(unsigned long long)(s.errors + s.timeouts));
+			return 35;
+		}
+		/* Still serving: an honest frame from each peer. */
+		for (int p = 1; p <= 2; p++) {
+			rc = gw_ctx_irecv(ctx, p, 300, y, HOSTILE_N, 0, &r);
+			if (!rc)
+				rc = gw_ctx_wait(ctx, &r);
+			if (rc || memcmp(x, y, sizeof(x)))
+				return 36;
+		}
+	} else {
+		struct gw_ctx_req r;
+
+		rc = gw_ctx_isend(ctx, 0, 300, x, HOSTILE_N, 0, &r);
+		if (!rc)
+			rc = gw_ctx_wait(ctx, &r);
+		if (rc)
+			return 37;
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_hostile_frames(void)
+{
+	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
+	struct conn_arg a = { .codec = "int8", .mac_mode = GW_MAC_REQUIRED,
+			      .kill_rank = -1 };
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/key", dir);
+	write_key(key, "the key of the hostile peer test\n");
+	a.key[0] = a.key[1] = a.key[2] = key;
+	run(3, 60, body_hostile, &a, 0);
+	unlink(key);
+	rmdir(dir);
+}
+
+/* Rank 1 speaks raw libfabric: garbage where HELLO and FINISHED belong. */
+static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	struct gw_store *st;
+	char err[512] = "";
+	int rc;
+
+	if (rank == 0) {
+		struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err,
+					      sizeof(err));
+
+		gw_ctx_destroy(ctx);
+		gw_store_destroy(st);
+		if (rc != -EBADMSG || !strstr(err, "malformed HELLO")) {
+			fprintf(stderr, "rank 0: %d '%s'\n", rc, err);
+			return 40;
+		}
+		return 0;
+	} else {
+		struct tp_env env = { "tcp;ofi_rxm", "lo", false, GW_LOG_ERROR,
+				      TIMEOUT_MS, 0 };
+		struct gw_tp *tp = tp_open(&env, rank, size, dir, &st, &rc);
+		uint64_t host = 77;
+		uint8_t junk[300], in[2048];
+
+		if (!tp)
+			return 41;
+		struct gw_tp_req sr, rr;
+
+		gw_store_set(st, "test/host/1", &host, sizeof(host));
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (uint8_t)(i * 37 + 1);
+		memcpy(junk, "GWH1\x01\x00", 6);	/* magic and version, then nonsense */
+		/* Round one: take rank 0's HELLO, answer with garbage. */
+		if (gw_tp_irecv_kind(tp, GW_TP_KIND_CTRL, 0, 0, 0, in, sizeof(in), &rr) ||
+		    gw_tp_isend_kind(tp, GW_TP_KIND_CTRL, 0, 0, 0, junk, sizeof(junk), &sr))
+			return 42;
+		gw_tp_wait(tp, &sr, TIMEOUT_MS);
+		gw_tp_wait(tp, &rr, TIMEOUT_MS);
+		/* Round two: rank 0's refusal in, a garbage FINISHED out. */
+		if (gw_tp_irecv_kind(tp, GW_TP_KIND_CTRL, 0, 0, 1, in, sizeof(in), &rr) ||
+		    gw_tp_isend_kind(tp, GW_TP_KIND_CTRL, 0, 0, 1, junk, 50, &sr))
+			return 43;
+		gw_tp_wait(tp, &sr, TIMEOUT_MS);
+		gw_tp_wait(tp, &rr, TIMEOUT_MS);
+		tp_close(tp, st);
+		return 0;
+	}
+}
+
+static void test_garbage_hello(void)
+{
+	struct conn_arg a = { .codec = "fp16", .kill_rank = -1 };
+
+	run(2, 30, body_garbage_hello, &a, 0);
+}
+
+/* ---- a peer killed mid-transfer --------------------------------------------- */
+
+static int body_kill(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	uint64_t n = 4u << 20;
+	float *x = tu_alloc(n * 4);
+	struct gw_ctx_req r;
+	struct gw_store *st;
+	char err[512];
+	int64_t t0;
+	int rc;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+
+	if (!ctx)
+		return 50;
+	if (rank == a->kill_rank) {
+		/* Start sending to everyone, then die with the frames in flight. */
+		gw_ctx_isend(ctx, 0, 1, x, n, 0, &r);
+		usleep(20000);
+		raise(SIGKILL);
+	}
+	t0 = gw_now_ms();
+	rc = gw_ctx_irecv(ctx, a->kill_rank, 2, x, n, 0, &r);	/* never sent */
+	if (!rc)
+		rc = gw_ctx_wait(ctx, &r);
+	if (rc >= 0 || gw_now_ms() - t0 > TIMEOUT_MS + 3000) {
+		fprintf(stderr, "rank %d: %d after %lld ms\n", rank, rc,
+			(long long)(gw_now_ms() - t0));
+		return 51;
+	}
+	fprintf(stderr, "rank %d: the dead peer gave %s after %lld ms\n", rank,
+		gw_strerror(rc), (long long)(gw_now_ms() - t0));
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	free(x);
+	return 0;
+}
+
+static void test_killed_peer(void)
+{
+	struct conn_arg a = { .codec = "fp16", .kill_rank = 2 };
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(3, 60, body_kill, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);
+	CU_ASSERT_EQUAL(codes[1], 0);
+	CU_ASSERT_EQUAL(codes[2], 128 + SIGKILL);
+}
+
+/* ---- a long run (the sanitizer build checks it for leaks) ------------------ */
+
+static int body_long(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	int peer = 1 - rank, rc;
+	float x[256], y[256];
+	struct gw_store *st;
+	char err[512];
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	struct gw_conn_stats s;
+
+	if (!ctx)
+		return 60;
+	for (int m = 0; m < a->messages; m++) {
+		struct gw_ctx_req r[2];
+
+		tu_fill(x, 256, (uint64_t)m);
+		rc = gw_ctx_irecv(ctx, peer, (uint32_t)m % 7, y, 256, 0, &r[0]);
+		if (!rc)
+			rc = gw_ctx_isend(ctx, peer, (uint32_t)m % 7, x, 256, GW_CTX_LOSSY,
+					  &r[1]);
+		if (!rc)
+			rc = gw_ctx_waitall(ctx, r, 2);
+		if (rc) {
+			fprintf(stderr, "message %d: %s\n", m, gw_strerror(rc));
+			return 61;
+		}
+	}
+	gw_ctx_stats(ctx, peer, &s);
+	if (s.frames_sent != (uint64_t)a->messages || s.frames_recv != (uint64_t)a->messages)
+		return 62;
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_long_run(void)
+{
+	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
+	struct conn_arg a = { .codec = "int8", .mac_mode = GW_MAC_REQUIRED,
+			      .kill_rank = -1, .messages = 10000 };
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/key", dir);
+	write_key(key, "the key of the long run, long enough\n");
+	a.key[0] = a.key[1] = key;
+	run(2, 120, body_long, &a, 0);
+	unlink(key);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	static CU_TestInfo tests[] = {
+		{ "exchange: every codec, 2 and 4 ranks, 1..256K values", test_exchange_small },
+		{ "exchange: every codec, 64 MiB", test_exchange_64mib },
+		{ "exchange over shm", test_shm },
+		{ "negotiation matrix", test_negotiation },
+		{ "fallback to none", test_fallback },
+		{ "MAC optional and required on the data path", test_mac_exchange },
+		{ "hostile peer: forged frames", test_hostile_frames },
+		{ "hostile peer: garbage handshake", test_garbage_hello },
+		{ "peer killed mid-transfer", test_killed_peer },
+		{ "10,000 messages", test_long_run },
+		CU_TEST_INFO_NULL,
+	};
+	const char *only = getenv("GW_TEST_ONLY");
+
+	tp_pin_loopback();
+	if (only) {	/* keep the tests whose name holds GW_TEST_ONLY */
+		CU_TestInfo *w = tests;
+
+		for (CU_TestInfo *t = tests; t->pName; t++)
+			if (strstr(t->pName, only))
+				*w++ = *t;
+		*w = (CU_TestInfo)CU_TEST_INFO_NULL;
+	}
+	return tu_run("conn", tests);
+}
