@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The key fuzz_frame opens frames with (gw-mkcorpus seals its seeds with it). */
+#define FUZZ_FRAME_KEY "fuzzing key for fuzz_frame 32 B"
+
 #define FUZZ_CANARY_A 0x7fa5c0deu	/* signalling NaN: never a result */
 #define FUZZ_CANARY_B 0xffb17e57u
 

@@ -31,7 +31,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 #include "gradwire/codec.h"
+#include "frame.h"
+#include "fuzz_common.h"
+#include "handshake.h"
 
 #ifndef GW_CORPUS_DIR
 #define GW_CORPUS_DIR "tests/fuzz/corpus"
@@ -57,60 +61,15 @@ static unsigned long written, existing;
 
 /* ---- SHA-1 (FIPS 180-4), only to name files ------------------------------ */
 
-struct sha1 {
-	uint32_t h[5];
-	uint8_t buf[64];
-	uint64_t len;
-};
-
-static uint32_t rol(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
-
-static void sha1_block(struct sha1 *s, const uint8_t *p)
-{
-	uint32_t w[80], a, b, c, d, e, f, k, t;
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (int i = 16; i < 80; i++)
-		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4];
-	for (int i = 0; i < 80; i++) {
-		if (i < 20)
-			f = (b & c) | (~b & d), k = 0x5A827999;
-		else if (i < 40)
-			f = b ^ c ^ d, k = 0x6ED9EBA1;
-		else if (i < 60)
-			f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
-		else
-			f = b ^ c ^ d, k = 0xCA62C1D6;
-		t = rol(a, 5) + f + e + k + w[i];
-		e = d, d = c, c = rol(b, 30), b = a, a = t;
-	}
-	s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d, s->h[4] += e;
-}
-
+/* File names: the SHA-1 of the contents (libFuzzer's naming), via OpenSSL. */
 static void sha1_hex(const uint8_t *p, size_t len, char out[41])
 {
-	struct sha1 s = { { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476,
-			    0xC3D2E1F0 }, { 0 }, 0 };
-	size_t full = len / 64 * 64, r = len - full;
-	uint8_t tail[128] = { 0 };
-	uint64_t bits = (uint64_t)len * 8;
-	size_t tl;
+	uint8_t md[20];
 
-	for (size_t i = 0; i < full; i += 64)
-		sha1_block(&s, p + i);
-	memcpy(tail, p + full, r);
-	tail[r] = 0x80;
-	tl = r + 1 + 8 <= 64 ? 64 : 128;
-	for (int i = 0; i < 8; i++)
-		tail[tl - 1 - i] = (uint8_t)(bits >> (8 * i));
-	sha1_block(&s, tail);
-	if (tl == 128)
-		sha1_block(&s, tail + 64);
-	for (int i = 0; i < 5; i++)
-		sprintf(out + 8 * i, "%08x", s.h[i]);
+	if (!EVP_Digest(p, len, md, NULL, EVP_sha1(), NULL))
+		abort();
+	for (int i = 0; i < 20; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -404,6 +363,78 @@ static void seed_handmade(void)
 	}
 }
 
+/* Frames: | alg u8 | slot u32 | seq u32 | frame |, sealed with FUZZ_KEY. */
+static void seed_frames(void)
+{
+	static const uint8_t key[GW_MAC_KEY_LEN] = FUZZ_FRAME_KEY;
+	uint8_t buf[9 + GW_FRAME_HDR + 64 + GW_MAC_TAG_MAX];
+
+	for (int alg = 0; alg <= GW_MAC_GMAC_AES256; alg++) {
+		struct gw_mac *m = NULL;
+
+		if (alg && gw_mac_create((enum gw_mac_alg)alg, key, &m))
+			abort();
+		for (size_t len = 0; len <= 64; len += 32) {
+			struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, 5, 9, len };
+			uint32_t slot = 5, seq = 9;
+			ssize_t fl;
+
+			buf[0] = (uint8_t)alg;
+			memcpy(buf + 1, &slot, 4);
+			memcpy(buf + 5, &seq, 4);
+			for (size_t i = 0; i < len; i++)
+				buf[9 + GW_FRAME_HDR + i] = (uint8_t)(i * 3);
+			fl = gw_frame_seal(m, (enum gw_mac_alg)alg, &h, buf + 9,
+					   sizeof(buf) - 9);
+			if (fl < 0)
+				abort();
+			put("fuzz_frame", buf, 9 + (size_t)fl);
+			buf[9 + 20] ^= 1;	/* and a tampered copy */
+			put("fuzz_frame", buf, 9 + (size_t)fl);
+		}
+		gw_mac_destroy(m);
+	}
+}
+
+/* Handshake messages: | kind u8 (0 HELLO, 1 FINISHED) | bytes |. */
+static void seed_handshake(void)
+{
+	static const char *const lists[] = { "topk:ratio=0.01,int8,none", "fp16",
+					     "onebit:bucket=64,bf16" };
+	uint8_t buf[1 + GW_HS_HELLO_MAX];
+
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		struct gw_hs_hello h = { .version = GW_HS_VERSION, .size = 4,
+					 .rank = (uint32_t)i, .host_id = 9,
+					 .mac_mode = (uint8_t)(i % 3), .nalgs = 2,
+					 .algs = { 2, 1 }, .flags = (uint16_t)(i & 3) };
+		char err[128];
+		int n = gw_codec_list_parse(lists[i], h.codecs, GW_HS_MAX_CODECS,
+					    err, sizeof(err));
+		ssize_t len;
+
+		if (n < 0)
+			abort();
+		h.ncodecs = (uint8_t)n;
+		buf[0] = 0;
+		len = gw_hs_hello_build(&h, buf + 1, sizeof(buf) - 1);
+		if (len < 0)
+			abort();
+		put("fuzz_handshake", buf, 1 + (size_t)len);
+	}
+	{
+		struct gw_hs_result r = { .peer_rank = 1 };
+		ssize_t len;
+
+		buf[0] = 1;
+		len = gw_hs_finished_build(&r, 0, NULL, buf + 1, sizeof(buf) - 1);
+		put("fuzz_handshake", buf, 1 + (size_t)len);
+		len = gw_hs_finished_build(NULL, -ENOPROTOOPT, "no common codec",
+					   buf + 1, sizeof(buf) - 1);
+		put("fuzz_handshake", buf, 1 + (size_t)len);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char dir[4096];
@@ -421,6 +452,12 @@ int main(int argc, char **argv)
 		snprintf(dir, sizeof(dir), "%s/fuzz_section_%s", root, section_names[id]);
 		mkdir_p(dir);
 	}
+	snprintf(dir, sizeof(dir), "%s/fuzz_frame", root);
+	mkdir_p(dir);
+	snprintf(dir, sizeof(dir), "%s/fuzz_handshake", root);
+	mkdir_p(dir);
+	seed_frames();
+	seed_handshake();
 	seed_handmade();
 	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
 		stubs += seed_spec(specs[i]);
