@@ -695,8 +695,11 @@ static int body_any(int rank, int size, const char *dir, void *arg)
 			int from = -1;
 
 			rc = gw_ctx_recv_any(ctx, peers, 2, 5, y, 64, 0, &from);
-			if (rc || from < 1 || from > 2 || (seen & (1 << from)))
+			if (rc || from < 1 || from > 2 || (seen & (1 << from))) {
+				fprintf(stderr, "recv_any %d: rc %d (%s) from %d\n", k, rc,
+					gw_strerror(rc), from);
 				return 71;
+			}
 			seen |= 1 << from;
 			tu_fill(x, 64, (uint64_t)from);
 			if (memcmp(x, y, sizeof(x)))

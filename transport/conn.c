@@ -153,28 +153,18 @@ static uint64_t host_id_default(void)
 static int parse_algs(const char *list, struct gw_hs_hello *h, char *err,
 		      size_t errlen)
 {
-	char buf[128], *save = NULL;
+	int n;
 
 	if (!list)
 		list = "gmac-aes256,hmac-sha256";
-	if (strlen(list) >= sizeof(buf))
-		goto bad;
-	strcpy(buf, list);
-	h->nalgs = 0;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		enum gw_mac_alg a;
-
-		if (gw_mac_alg_parse(t, &a) || a == GW_MAC_NONE ||
-		    h->nalgs == GW_HS_MAX_ALGS)
-			goto bad;
-		h->algs[h->nalgs++] = (uint8_t)a;
+	n = gw_mac_alg_list_parse(list, h->algs, GW_HS_MAX_ALGS);
+	if (n < 0) {
+		snprintf(err, errlen, "MAC algorithms '%s': expected a list of "
+			 "gmac-aes256, hmac-sha256", list);
+		return n;
 	}
-	if (h->nalgs)
-		return 0;
-bad:
-	snprintf(err, errlen, "MAC algorithms '%s': expected a list of "
-		 "gmac-aes256, hmac-sha256", list);
-	return -EINVAL;
+	h->nalgs = (uint8_t)n;
+	return 0;
 }
 
 /* Our HELLO template (codec list and LOCAL flag are set per peer). */
@@ -669,12 +659,14 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	r->kind = kind;
 	r->dir = 1;
 	r->add = (uint8_t)add;
-	r->seq = cs->recv_seq;
-	if (cs->stash) {	/* already here (recv_any): nothing to post */
+	if (cs->stash) {
+		/* Already here (recv_any withdrew it after it arrived): it
+		 * holds the sequence number consumed when it was posted. */
+		r->seq = cs->recv_seq - 1;
 		cs->rbusy = true;
-		cs->recv_seq++;
 		return 0;
 	}
+	r->seq = cs->recv_seq;
 	rc = buf_reserve(ctx, &cs->rbuf, &cs->rcap, &cs->rmr, need);
 	if (rc)
 		return rc;

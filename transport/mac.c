@@ -62,6 +62,29 @@ int gw_mac_alg_parse(const char *name, enum gw_mac_alg *alg)
 	return -EINVAL;
 }
 
+int gw_mac_alg_list_parse(const char *list, uint8_t *algs, int max)
+{
+	int n = 0;
+
+	for (const char *s = list; s && *s;) {
+		size_t l = strcspn(s, ",");
+		char name[32];
+		enum gw_mac_alg a;
+
+		if (!l || l >= sizeof(name) || n == max)
+			return -EINVAL;
+		memcpy(name, s, l);
+		name[l] = '\0';
+		if (gw_mac_alg_parse(name, &a) || a == GW_MAC_NONE)
+			return -EINVAL;
+		algs[n++] = (uint8_t)a;
+		s += l;
+		if (*s == ',' && !*++s)
+			return -EINVAL;	/* a trailing comma */
+	}
+	return n ? n : -EINVAL;
+}
+
 /* (Re)start a MAC computation for (seq, slot). */
 static int mac_begin(struct gw_mac *m, uint64_t seq, uint32_t slot, int first)
 {

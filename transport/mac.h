@@ -40,6 +40,14 @@ const char *gw_mac_alg_name(enum gw_mac_alg alg);
 int gw_mac_alg_parse(const char *name, enum gw_mac_alg *alg);
 
 /**
+ * gw_mac_alg_list_parse() - parse "gmac-aes256,hmac-sha256" (preferred
+ * first) into at most max algorithm ids. "none", an unknown name, an empty
+ * entry or more than max entries is -EINVAL.
+ * Return: the number of algorithms (>= 1) or -EINVAL.
+ */
+int gw_mac_alg_list_parse(const char *list, uint8_t *algs, int max);
+
+/**
  * gw_mac_create() - a MAC context for one direction of one session.
  * Return: 0, -EINVAL (alg), -ENOMEM, -EIO (OpenSSL refused).
  */

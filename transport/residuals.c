@@ -267,7 +267,8 @@ static int rd(struct rd *r, void *out, size_t len)
 {
 	if (r->left < len)
 		return -EBADMSG;
-	memcpy(out, r->p, len);
+	if (len)	/* out may be NULL for an empty state */
+		memcpy(out, r->p, len);
 	r->p += len;
 	r->left -= len;
 	return 0;
