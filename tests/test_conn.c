@@ -21,6 +21,7 @@
 #include "conn.h"
 #include "frame.h"
 #include "codec_impl.h"
+#include "init.h"
 
 #define TIMEOUT_MS 8000
 
@@ -783,9 +784,72 @@ static void test_any_bytes_checkpoint(void)
 	run(3, 60, body_any, &a, 0);
 }
 
+/* ---- configured only by GRADWIRE_* variables --------------------------------- */
+
+static int body_env(int rank, int size, const char *dir, void *arg)
+{
+	struct gw_store *st;
+	struct gw_ctx *ctx = NULL;
+	struct gw_ctx_req r[2];
+	float x[20000], y[20000];
+	char err[512], path[300];
+	int rc;
+
+	setenv("GRADWIRE_PROVIDER", "tcp;ofi_rxm", 1);
+	setenv("GRADWIRE_IFACE", "lo", 1);
+	setenv("GRADWIRE_JOB", "envjob", 1);
+	setenv("GRADWIRE_TIMEOUT_MS", "8000", 1);
+	setenv("GRADWIRE_CODEC", "int8:bucket=256", 1);
+	setenv("GRADWIRE_STATS", "1", 1);
+	/* Statistics go to stderr at finalize: catch them in a file of the
+	 * parent's folder (arg; the harness removes its own, dir). */
+	snprintf(path, sizeof(path), "%s/stderr-%d", (const char *)arg, rank);
+	if (!freopen(path, "w", stderr) || gw_store_file_create(dir, &st))
+		return 90;
+	rc = gw_ctx_create_env(rank, size, st, &ctx, err, sizeof(err));
+	if (rc)
+		return 91;
+	tu_fill(x, 20000, 5);
+	rc = gw_ctx_irecv(ctx, 1 - rank, 1, y, 20000, 0, &r[0]);
+	if (!rc)
+		rc = gw_ctx_isend(ctx, 1 - rank, 1, x, 20000, GW_CTX_LOSSY, &r[1]);
+	if (rc || gw_ctx_waitall(ctx, r, 2))
+		return 92;
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	fclose(stderr);
+	return 0;
+}
+
+static void test_env(void)
+{
+	char dir[] = "/tmp/gw-env-XXXXXX", path[300], line[1024];
+	int codes[TP_MAX_RANKS], seen = 0;
+	FILE *f;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, body_env, dir, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);
+	CU_ASSERT_EQUAL(codes[1], 0);
+	for (int r = 0; r < 2; r++) {
+		snprintf(path, sizeof(path), "%s/stderr-%d", dir, r);
+		f = fopen(path, "r");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "codec int8:bucket=256,rounding=nearest") &&
+			    strstr(line, "sent 1 frames 80000 B raw"))
+				seen |= 1 << r;
+		fclose(f);
+		unlink(path);
+	}
+	CU_ASSERT_EQUAL(seen, 3);	/* both ranks printed their statistics */
+	rmdir(dir);
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
+		{ "configured by GRADWIRE_* variables, stats at finalize", test_env },
 		{ "receive from any, exact bytes, residual checkpoint", test_any_bytes_checkpoint },
 		{ "exchange: every codec, 2 and 4 ranks, 1..256K values", test_exchange_small },
 		{ "exchange: every codec, 64 MiB", test_exchange_64mib },

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * init.c - a context configured from the environment: load and check every
+ * GRADWIRE_* variable, log them (GRADWIRE_LOG=info), connect, and arrange
+ * for statistics at finalize (GRADWIRE_STATS=1).
+ */
+#include <stdio.h>
+#include "config.h"
+#include "init.h"
+
+int gw_ctx_create_env(int rank, int size, struct gw_store *st,
+		      struct gw_ctx **out, char *err, size_t errlen)
+{
+	struct gw_config cfg;
+	struct gw_ctx_cfg cc;
+	int rc = gw_config_load(&cfg, NULL, err, errlen);
+
+	if (rc) {
+		gw_log(GW_LOG_ERROR, GW_LOG_ERROR, rank, "%s", err);
+		return rc;
+	}
+	gw_config_log(&cfg, rank);
+	gw_config_ctx(&cfg, &cc);
+	rc = gw_ctx_create(&cc, rank, size, st, out, err, errlen);
+	if (!rc && cfg.stats)
+		gw_ctx_stats_at_exit(*out, stderr);
+	return rc;
+}
