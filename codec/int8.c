@@ -28,8 +28,8 @@
  * The largest element is never clamped (|y * inv| rounds to at most 127), so
  * nothing saturates and GW_PF_SATURATED is never set.
  *
- * Two float corner cases the plain formulas get wrong, defined here once and
- * shared (through the gw_int8_* helpers below) with the SIMD variants:
+ * Two float corner cases the plain formulas get wrong, defined here once, in
+ * the driver every variant runs (int8.h: variants supply only the kernels):
  *  - m < 2^-64: 127 / m overflows to +inf for m < 2^-121 (subnormal buckets).
  *    Such buckets multiply y by pre = 2^64 first and use inv = 127 / (m * 2^64).
  *    Scaling by a power of two is exact here, so for 2^-121 <= m < 2^-64 this
@@ -48,29 +48,8 @@
  */
 #include <float.h>
 #include <math.h>
-#include "codec_impl.h"
-
-/*
- * Helpers shared with int8_avx2.c and int8_avx512.c, which repeat these
- * declarations (codec_impl.h is not ours to extend): the scalar parts of
- * every variant are this very code, so they cannot drift apart.
- */
-struct gw_int8_bk {
-	float scale;	/* what goes on the wire */
-	float inv;	/* 127 / (m * pre), 0 for an all-zero bucket */
-	float pre;	/* 1, or 2^64 for buckets with m < 2^-64 */
-};
-size_t gw_int8_bound(const struct gw_codec *c, uint64_t n);
-ssize_t gw_int8_begin(const struct gw_codec *c, void *state, const float *x,
-		      const float *res, const float *res_out, uint64_t n,
-		      void *out, size_t cap, uint64_t *s);
-void gw_int8_bucket(float m, struct gw_int8_bk *k);
-float gw_int8_max(const float *x, const float *res, uint64_t i, uint64_t e);
-void gw_int8_encode_range(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, const struct gw_int8_bk *k,
-			  int stoch, uint64_t s, int8_t *code,
-			  struct gw_enc_info *info);
-int gw_int8_check(const void *in, size_t len, uint64_t n);
+#include "bucket.h"
+#include "int8.h"
 
 /* The stochastic-rounding offset u_i in [0, 1) of element i. */
 static inline float gw_int8_u(uint64_t s, uint64_t i)
@@ -81,56 +60,18 @@ static inline float gw_int8_u(uint64_t s, uint64_t i)
 	return (float)(h >> 8) * 0x1p-24f;
 }
 
-#define HDR 8
-
 size_t gw_int8_bound(const struct gw_codec *c, uint64_t n)
 {
-	uint32_t b = c->p.bucket;
-
-	/* An invalid bucket makes encode() fail; bound it as bucket = 1. */
-	if (b == 0 || b > GW_BUCKET_MAX)
-		b = 1;
-	return HDR + 4 * (size_t)gw_nbuckets(n, b) + (size_t)n;
+	return gw_bucket_bound(c->p.bucket, n, n);
 }
 
-static size_t int8_state_size(const struct gw_codec *c, uint64_t n)
+size_t gw_int8_state_size(const struct gw_codec *c, uint64_t n)
 {
 	(void)c, (void)n;
 	return sizeof(uint64_t);
 }
 
-ssize_t gw_int8_begin(const struct gw_codec *c, void *state, const float *x,
-		      const float *res, const float *res_out, uint64_t n,
-		      void *out, size_t cap, uint64_t *s)
-{
-	uint32_t b = c->p.bucket;
-	size_t need;
-	uint64_t ctr;
-
-	if (!gw_enc_args_ok(x, res, res_out, n) || b == 0 || b > GW_BUCKET_MAX ||
-	    c->p.rounding > GW_ROUND_STOCHASTIC)
-		return -EINVAL;
-	if (c->p.rounding == GW_ROUND_STOCHASTIC && !state)
-		return -EINVAL;
-	need = gw_int8_bound(c, n);
-	if (cap < need)
-		return -ENOSPC;
-	if (!out)
-		return -EINVAL;
-	*s = 0;
-	if (c->p.rounding == GW_ROUND_STOCHASTIC) {
-		/* Advance only once the call is known to succeed. */
-		memcpy(&ctr, state, sizeof(ctr));
-		*s = gw_mix64(c->p.seed, ctr);
-		ctr++;
-		memcpy(state, &ctr, sizeof(ctr));
-	}
-	gw_put32(out, b);
-	gw_put32((uint8_t *)out + 4, 0);
-	return (ssize_t)need;
-}
-
-void gw_int8_bucket(float m, struct gw_int8_bk *k)
+static void bucket_quant(float m, struct gw_int8_bk *k)
 {
 	k->pre = 1.0f;
 	k->scale = m / 127.0f;
@@ -213,106 +154,104 @@ void gw_int8_encode_range(const float *x, const float *res, float *res_out,
 	}
 }
 
+ssize_t gw_int8_encode(const struct gw_codec *c, void *state, const float *x,
+		       const float *res, float *res_out, uint64_t n, void *out,
+		       size_t cap, struct gw_enc_info *info, gw_int8_max_fn max,
+		       gw_int8_range_fn range)
+{
+	uint32_t b = c->p.bucket;
+	int stoch = c->p.rounding == GW_ROUND_STOCHASTIC;
+	uint8_t *o = out;
+	int8_t *code;
+	uint64_t s = 0, ctr, bi = 0;
+	ssize_t len;
+
+	if (c->p.rounding > GW_ROUND_STOCHASTIC || (stoch && !state))
+		return -EINVAL;
+	len = gw_bucket_begin(b, x, res, res_out, n, n, out, cap);
+	if (len < 0)
+		return len;
+	if (stoch) {
+		/* Advance only once the call is known to succeed. */
+		memcpy(&ctr, state, sizeof(ctr));
+		s = gw_mix64(c->p.seed, ctr);
+		ctr++;
+		memcpy(state, &ctr, sizeof(ctr));
+	}
+	code = (int8_t *)(o + gw_bucket_data(b, n));
+	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
+		uint64_t e = gw_bucket_end(b0, b, n);
+		struct gw_int8_bk k;
+
+		bucket_quant(max(x, res, b0, e), &k);
+		gw_bucket_set_scale(o, bi, k.scale);
+		range(x, res, res_out, b0, e, &k, stoch, s, code, info);
+	}
+	return len;
+}
+
+/* Header, length and scales (bucket.h), then no code may be -128. */
+static int check(const void *in, size_t len, uint64_t n, uint32_t *b)
+{
+	const uint8_t *q;
+	unsigned bad = 0;
+	int rc = gw_bucket_check(in, len, n, n, 127.0f, b);
+
+	if (rc)
+		return rc;
+	q = (const uint8_t *)in + gw_bucket_data(*b, n);
+	/* Branch-free so that the compiler can vectorise the scan. */
+	for (uint64_t i = 0; i < n; i++)
+		bad |= q[i] == 0x80;
+	return bad ? -EBADMSG : 0;
+}
+
+int gw_int8_decode(const void *in, size_t len, uint64_t n, float *y, int add,
+		   gw_int8_dec_fn dec)
+{
+	const uint8_t *p = in;
+	const int8_t *q;
+	uint32_t b;
+	int rc = check(in, len, n, &b);
+
+	if (rc)
+		return rc;
+	q = (const int8_t *)(p + gw_bucket_data(b, n));
+	for (uint64_t b0 = 0, bi = 0; b0 < n; b0 += b, bi++)
+		dec(q, y, b0, gw_bucket_end(b0, b, n), gw_bucket_scale(p, bi), add);
+	return 0;
+}
+
 static ssize_t int8_encode(const struct gw_codec *c, void *state, void *scratch,
 			   const float *x, const float *res, float *res_out,
 			   uint64_t n, void *out, size_t cap,
 			   struct gw_enc_info *info)
 {
-	uint32_t b = c->p.bucket;
-	uint8_t *o = out;
-	int8_t *code;
-	uint64_t s, bi = 0;
-	ssize_t len;
-
 	(void)scratch;
-	len = gw_int8_begin(c, state, x, res, res_out, n, out, cap, &s);
-	if (len < 0)
-		return len;
-	code = (int8_t *)(o + HDR + 4 * gw_nbuckets(n, b));
-	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		struct gw_int8_bk k;
-
-		gw_int8_bucket(gw_int8_max(x, res, b0, e), &k);
-		gw_put32(o + HDR + 4 * bi, gw_f2u(k.scale));
-		gw_int8_encode_range(x, res, res_out, b0, e, &k,
-				     c->p.rounding == GW_ROUND_STOCHASTIC, s,
-				     code, info);
-	}
-	return len;
+	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info,
+			      gw_int8_max, gw_int8_encode_range);
 }
 
-int gw_int8_check(const void *in, size_t len, uint64_t n)
+void gw_int8_decode_range(const int8_t *q, float *y, uint64_t i, uint64_t e,
+			  float sc, int add)
 {
-	const uint8_t *p = in;
-	uint64_t nb;
-	uint32_t b;
-
-	if (!p || n > GW_MAX_ELEMS || len < HDR)
-		return -EBADMSG;
-	b = gw_get32(p);
-	if (b == 0 || b > GW_BUCKET_MAX || gw_get32(p + 4) != 0)
-		return -EBADMSG;
-	nb = gw_nbuckets(n, b);
-	/* n <= 2^40 and nb <= n: no overflow in 64 bits. */
-	if ((uint64_t)len != HDR + 4 * nb + n)
-		return -EBADMSG;
-	for (uint64_t j = 0; j < nb; j++) {
-		uint32_t u = gw_get32(p + HDR + 4 * j);
-
-		/* Sign bit (incl. -0), NaN/Inf, or a 127-multiple that overflows. */
-		if ((u >> 31) || gw_nonfinite(gw_u2f(u)) ||
-		    !(127.0f * gw_u2f(u) <= FLT_MAX))
-			return -EBADMSG;
+	if (add) {
+		for (; i < e; i++)
+			y[i] += (float)q[i] * sc;
+	} else {
+		for (; i < e; i++)
+			y[i] = (float)q[i] * sc;
 	}
-	{
-		const uint8_t *q = p + HDR + 4 * nb;
-		unsigned bad = 0;
-
-		/* Branch-free so that the compiler can vectorise the scan. */
-		for (uint64_t i = 0; i < n; i++)
-			bad |= q[i] == 0x80;
-		if (bad)
-			return -EBADMSG;
-	}
-	return 0;
-}
-
-static int int8_decode_any(const void *in, size_t len, uint64_t n, float *y,
-			   int add)
-{
-	const uint8_t *p = in;
-	const int8_t *q;
-	uint32_t b;
-	int rc = gw_int8_check(in, len, n);
-
-	if (rc)
-		return rc;
-	b = gw_get32(p);
-	q = (const int8_t *)(p + HDR + 4 * gw_nbuckets(n, b));
-	for (uint64_t b0 = 0, bi = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		float sc = gw_u2f(gw_get32(p + HDR + 4 * bi));
-
-		if (add) {
-			for (uint64_t i = b0; i < e; i++)
-				y[i] += (float)q[i] * sc;
-		} else {
-			for (uint64_t i = b0; i < e; i++)
-				y[i] = (float)q[i] * sc;
-		}
-	}
-	return 0;
 }
 
 static int int8_decode(const void *in, size_t len, uint64_t n, float *y)
 {
-	return int8_decode_any(in, len, n, y, 0);
+	return gw_int8_decode(in, len, n, y, 0, gw_int8_decode_range);
 }
 
 static int int8_decode_add(const void *in, size_t len, uint64_t n, float *acc)
 {
-	return int8_decode_any(in, len, n, acc, 1);
+	return gw_int8_decode(in, len, n, acc, 1, gw_int8_decode_range);
 }
 
 const struct gw_codec_ops gw_int8_generic = {
@@ -323,7 +262,7 @@ const struct gw_codec_ops gw_int8_generic = {
 	.lossy = true,
 	.priority = 100,
 	.params = gw_params_int8,
-	.state_size = int8_state_size,
+	.state_size = gw_int8_state_size,
 	.bound = gw_int8_bound,
 	.encode = int8_encode,
 	.decode = int8_decode,

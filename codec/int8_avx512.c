@@ -11,27 +11,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
-#include "codec_impl.h"
-
-#define HDR 8
-
-/* Defined in int8.c (see there). */
-struct gw_int8_bk {
-	float scale;	/* what goes on the wire */
-	float inv;	/* 127 / (m * pre), 0 for an all-zero bucket */
-	float pre;	/* 1, or 2^64 for buckets with m < 2^-64 */
-};
-size_t gw_int8_bound(const struct gw_codec *c, uint64_t n);
-ssize_t gw_int8_begin(const struct gw_codec *c, void *state, const float *x,
-		      const float *res, const float *res_out, uint64_t n,
-		      void *out, size_t cap, uint64_t *s);
-void gw_int8_bucket(float m, struct gw_int8_bk *k);
-float gw_int8_max(const float *x, const float *res, uint64_t i, uint64_t e);
-void gw_int8_encode_range(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, const struct gw_int8_bk *k,
-			  int stoch, uint64_t s, int8_t *code,
-			  struct gw_enc_info *info);
-int gw_int8_check(const void *in, size_t len, uint64_t n);
+#include "int8.h"
 
 static inline __mmask16 lanes(uint64_t i, uint64_t e)
 {
@@ -142,82 +122,43 @@ static ssize_t enc(const struct gw_codec *c, void *state, void *scratch,
 		   const float *x, const float *res, float *res_out, uint64_t n,
 		   void *out, size_t cap, struct gw_enc_info *info)
 {
-	uint32_t b = c->p.bucket;
-	uint8_t *o = out;
-	int8_t *code;
-	uint64_t s, bi = 0;
-	ssize_t len;
-
 	(void)scratch;
-	len = gw_int8_begin(c, state, x, res, res_out, n, out, cap, &s);
-	if (len < 0)
-		return len;
-	code = (int8_t *)(o + HDR + 4 * gw_nbuckets(n, b));
-	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		struct gw_int8_bk k;
-
-		gw_int8_bucket(bucket_max(x, res, b0, e), &k);
-		gw_put32(o + HDR + 4 * bi, gw_f2u(k.scale));
-		encode_bucket(x, res, res_out, b0, e, &k,
-			      c->p.rounding == GW_ROUND_STOCHASTIC, s, code, info);
-	}
-	return len;
+	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info,
+			      bucket_max, encode_bucket);
 }
 
-static int dec_any(const void *in, size_t len, uint64_t n, float *y, int add)
+static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e,
+			  float sc, int add)
 {
-	const uint8_t *p = in;
-	const int8_t *q;
-	uint32_t b;
-	int rc = gw_int8_check(in, len, n);
+	const __m512 vs = _mm512_set1_ps(sc);
 
-	if (rc)
-		return rc;
-	b = gw_get32(p);
-	q = (const int8_t *)(p + HDR + 4 * gw_nbuckets(n, b));
-	for (uint64_t b0 = 0, bi = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		__m512 vs = _mm512_set1_ps(gw_u2f(gw_get32(p + HDR + 4 * bi)));
+	/* Whole vectors unmasked (faster on Zen 4), then one masked tail. */
+	for (; i + 16 <= e; i += 16) {
+		__m128i c8 = _mm_loadu_si128((const __m128i *)(q + i));
+		__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c8)), vs);
 
-		uint64_t i = b0;
-
-		/* Whole vectors unmasked (faster on Zen 4), then one masked tail. */
-		for (; i + 16 <= e; i += 16) {
-			__m128i c8 = _mm_loadu_si128((const __m128i *)(q + i));
-			__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c8)), vs);
-
-			if (add)
-				v = _mm512_add_ps(_mm512_loadu_ps(y + i), v);
-			_mm512_storeu_ps(y + i, v);
-		}
-		if (i < e) {
-			__mmask16 m = lanes(i, e);
-			__m128i c8 = _mm_maskz_loadu_epi8(m, q + i);
-			__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c8)), vs);
-
-			if (add)
-				v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), v);
-			_mm512_mask_storeu_ps(y + i, m, v);
-		}
+		if (add)
+			v = _mm512_add_ps(_mm512_loadu_ps(y + i), v);
+		_mm512_storeu_ps(y + i, v);
 	}
-	return 0;
-}
+	if (i < e) {
+		__mmask16 m = lanes(i, e);
+		__m128i c8 = _mm_maskz_loadu_epi8(m, q + i);
+		__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c8)), vs);
 
+		if (add)
+			v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), v);
+		_mm512_mask_storeu_ps(y + i, m, v);
+	}
+}
 static int dec(const void *in, size_t len, uint64_t n, float *y)
 {
-	return dec_any(in, len, n, y, 0);
+	return gw_int8_decode(in, len, n, y, 0, decode_bucket);
 }
 
 static int dec_add(const void *in, size_t len, uint64_t n, float *acc)
 {
-	return dec_any(in, len, n, acc, 1);
-}
-
-static size_t state_size(const struct gw_codec *c, uint64_t n)
-{
-	(void)c, (void)n;
-	return sizeof(uint64_t);
+	return gw_int8_decode(in, len, n, acc, 1, decode_bucket);
 }
 
 static bool probe(void)
@@ -234,7 +175,7 @@ const struct gw_codec_ops gw_int8_avx512 = {
 	.priority = 200,
 	.cpu_ok = probe,
 	.params = gw_params_int8,
-	.state_size = state_size,
+	.state_size = gw_int8_state_size,
 	.bound = gw_int8_bound,
 	.encode = enc,
 	.decode = dec,
