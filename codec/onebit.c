@@ -31,50 +31,17 @@
  */
 #include <float.h>
 #include <math.h>
-#include "codec_impl.h"
+#include "bucket.h"
+#include "onebit.h"
 
-#define HDR 8
-
-/*
- * Helpers shared with onebit_avx2.c, which repeats these declarations
- * (codec_impl.h is not ours to extend): its scalar parts are this code.
- */
-size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n);
-ssize_t gw_onebit_begin(const struct gw_codec *c, const float *x,
-			const float *res, const float *res_out, uint64_t n,
-			void *out, size_t cap);
-void gw_onebit_sums(const float *x, const float *res, uint64_t b0, uint64_t i,
-		    uint64_t e, float s[8], uint32_t *count);
-float gw_onebit_scale(const float s[8], uint32_t count, const float *x,
-		      const float *res, uint64_t b0, uint64_t e);
-int gw_onebit_check(const void *in, size_t len, uint64_t n);
+static uint64_t nbytes(uint64_t n)
+{
+	return n / 8 + (n % 8 != 0);
+}
 
 size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n)
 {
-	uint32_t b = c->p.bucket;
-
-	if (b == 0 || b > GW_BUCKET_MAX)
-		b = 1;
-	return HDR + 4 * (size_t)gw_nbuckets(n, b) + (size_t)(n / 8 + (n % 8 != 0));
-}
-
-ssize_t gw_onebit_begin(const struct gw_codec *c, const float *x,
-			const float *res, const float *res_out, uint64_t n,
-			void *out, size_t cap)
-{
-	uint32_t b = c->p.bucket;
-	size_t need;
-
-	if (!gw_enc_args_ok(x, res, res_out, n) || b == 0 || b > GW_BUCKET_MAX)
-		return -EINVAL;
-	need = gw_onebit_bound(c, n);
-	if (cap < need)
-		return -ENOSPC;
-	if (!out)
-		return -EINVAL;
-	gw_put32(out, b);
-	gw_put32((uint8_t *)out + 4, 0);
-	return (ssize_t)need;
+	return gw_bucket_bound(c->p.bucket, n, nbytes(n));
 }
 
 /*
@@ -120,69 +87,91 @@ float gw_onebit_scale(const float s[8], uint32_t count, const float *x,
 	return r <= FLT_MAX ? r : FLT_MAX;
 }
 
+/* The generic scale kernel: the sums in the defined order, then the mean. */
+static float bucket_scale(const float *x, const float *res, uint64_t b0, uint64_t e)
+{
+	float s[8] = { 0 };
+	uint32_t count = 0;
+
+	gw_onebit_sums(x, res, b0, b0, e, s, &count);
+	return gw_onebit_scale(s, count, x, res, b0, e);
+}
+
+void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
+			    uint64_t i, uint64_t e, float scale,
+			    struct gw_onebit_bw *w, struct gw_enc_info *info)
+{
+	uint32_t bits = 0;
+	unsigned k = 0;
+
+	for (; i < e; i++) {
+		float y = res ? x[i] + res[i] : x[i];
+
+		if (gw_nonfinite(y)) {
+			gw_note_nonfinite(info, i, y);
+			bits |= 1u << k;
+			if (res_out)
+				res_out[i] = 0.0f;
+		} else {
+			bits |= (uint32_t)(y >= 0.0f) << k;
+			if (res_out)
+				res_out[i] = y - (y >= 0.0f ? scale : -scale);
+		}
+		if (++k == 32) {
+			gw_onebit_put(w, bits, 32);
+			bits = 0;
+			k = 0;
+		}
+	}
+	if (k)
+		gw_onebit_put(w, bits, k);
+}
+
+ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x,
+			 const float *res, float *res_out, uint64_t n, void *out,
+			 size_t cap, struct gw_enc_info *info,
+			 gw_onebit_scale_fn scale, gw_onebit_bucket_fn bucket)
+{
+	uint32_t b = c->p.bucket;
+	uint8_t *o = out;
+	struct gw_onebit_bw w;
+	uint64_t bi = 0;
+	ssize_t len = gw_bucket_begin(b, x, res, res_out, n, nbytes(n), out, cap);
+
+	if (len < 0)
+		return len;
+	w.o = o + gw_bucket_data(b, n);
+	w.acc = 0;
+	w.nb = 0;
+	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
+		uint64_t e = gw_bucket_end(b0, b, n);
+		float sc = scale(x, res, b0, e);
+
+		gw_bucket_set_scale(o, bi, sc);
+		bucket(x, res, res_out, b0, e, sc, &w, info);
+	}
+	gw_onebit_flush(&w);
+	return len;
+}
+
 static ssize_t onebit_encode(const struct gw_codec *c, void *state,
 			     void *scratch, const float *x, const float *res,
 			     float *res_out, uint64_t n, void *out, size_t cap,
 			     struct gw_enc_info *info)
 {
-	uint32_t b = c->p.bucket;
-	uint8_t *o = out, *bits;
-	uint64_t bi = 0;
-	ssize_t len;
-
 	(void)state, (void)scratch;
-	len = gw_onebit_begin(c, x, res, res_out, n, out, cap);
-	if (len < 0)
-		return len;
-	bits = o + HDR + 4 * gw_nbuckets(n, b);
-	memset(bits, 0, (size_t)(n / 8 + (n % 8 != 0)));
-	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		float s[8] = { 0 }, sc;
-		uint32_t count = 0;
-
-		gw_onebit_sums(x, res, b0, b0, e, s, &count);
-		sc = gw_onebit_scale(s, count, x, res, b0, e);
-		gw_put32(o + HDR + 4 * bi, gw_f2u(sc));
-		for (uint64_t i = b0; i < e; i++) {
-			float y = res ? x[i] + res[i] : x[i];
-
-			if (gw_nonfinite(y)) {
-				gw_note_nonfinite(info, i, y);
-				bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-				if (res_out)
-					res_out[i] = 0.0f;
-				continue;
-			}
-			if (y >= 0.0f)
-				bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-			if (res_out)
-				res_out[i] = y - (y >= 0.0f ? sc : -sc);
-		}
-	}
-	return len;
+	return gw_onebit_encode(c, x, res, res_out, n, out, cap, info,
+				bucket_scale, gw_onebit_encode_range);
 }
 
-int gw_onebit_check(const void *in, size_t len, uint64_t n)
+/* Header, length and scales (bucket.h), then the padding bits must be 0. */
+int gw_onebit_check(const void *in, size_t len, uint64_t n, uint32_t *bucket)
 {
 	const uint8_t *p = in;
-	uint64_t nb, nbytes = n / 8 + (n % 8 != 0);
-	uint32_t b;
+	int rc = gw_bucket_check(in, len, n, nbytes(n), 1.0f, bucket);
 
-	if (!p || n > GW_MAX_ELEMS || len < HDR)
-		return -EBADMSG;
-	b = gw_get32(p);
-	if (b == 0 || b > GW_BUCKET_MAX || gw_get32(p + 4) != 0)
-		return -EBADMSG;
-	nb = gw_nbuckets(n, b);
-	if ((uint64_t)len != HDR + 4 * nb + nbytes)
-		return -EBADMSG;
-	for (uint64_t j = 0; j < nb; j++) {
-		uint32_t u = gw_get32(p + HDR + 4 * j);
-
-		if ((u >> 31) || gw_nonfinite(gw_u2f(u)))
-			return -EBADMSG;
-	}
+	if (rc)
+		return rc;
 	if ((n % 8) && (p[len - 1] >> (n % 8)))
 		return -EBADMSG;
 	return 0;
@@ -193,15 +182,14 @@ static int onebit_decode_any(const void *in, size_t len, uint64_t n, float *y,
 {
 	const uint8_t *p = in, *bits;
 	uint32_t b;
-	int rc = gw_onebit_check(in, len, n);
+	int rc = gw_onebit_check(in, len, n, &b);
 
 	if (rc)
 		return rc;
-	b = gw_get32(p);
-	bits = p + HDR + 4 * gw_nbuckets(n, b);
+	bits = p + gw_bucket_data(b, n);
 	for (uint64_t b0 = 0, bi = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		float sc = gw_u2f(gw_get32(p + HDR + 4 * bi));
+		uint64_t e = gw_bucket_end(b0, b, n);
+		float sc = gw_bucket_scale(p, bi);
 
 		for (uint64_t i = b0; i < e; i++) {
 			float v = (bits[i >> 3] >> (i & 7)) & 1 ? sc : -sc;

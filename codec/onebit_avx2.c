@@ -11,27 +11,16 @@
  *    same array, and the final combine and division are generic code;
  *  - sign bits come from _mm256_movemask_ps of an ordered y >= 0 compare
  *    (-0.0 >= 0 holds, NaN is forced to 1 with the other non-finite lanes),
- *    fused with the residual, and are appended through a small bit writer
- *    because bucket starts need not be byte-aligned;
+ *    fused with the residual, and are appended through the driver's bit
+ *    writer (onebit.h) because bucket starts need not be byte-aligned; a
+ *    bucket's < 8 trailing elements go through gw_onebit_encode_range();
  *  - decode walks the tensor byte by byte; a byte whose 8 elements straddle a
  *    bucket boundary is done element by element.
  */
 #include <immintrin.h>
 #include <math.h>
-#include "codec_impl.h"
-
-#define HDR 8
-
-/* Defined in onebit.c (see there). */
-size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n);
-ssize_t gw_onebit_begin(const struct gw_codec *c, const float *x,
-			const float *res, const float *res_out, uint64_t n,
-			void *out, size_t cap);
-void gw_onebit_sums(const float *x, const float *res, uint64_t b0, uint64_t i,
-		    uint64_t e, float s[8], uint32_t *count);
-float gw_onebit_scale(const float s[8], uint32_t count, const float *x,
-		      const float *res, uint64_t b0, uint64_t e);
-int gw_onebit_check(const void *in, size_t len, uint64_t n);
+#include "bucket.h"
+#include "onebit.h"
 
 static inline __m256 load_y(const float *x, const float *res, uint64_t i)
 {
@@ -64,41 +53,14 @@ static float bucket_scale(const float *x, const float *res, uint64_t b0, uint64_
 	return gw_onebit_scale(s, count, x, res, b0, e);
 }
 
-/* Appends bits LSB first; whole 32-bit words are stored as they fill. */
-struct bitw {
-	uint8_t *o;
-	uint64_t acc;
-	unsigned nb;
-};
-
-static inline void bw_put(struct bitw *w, uint32_t bits, unsigned k)
-{
-	w->acc |= (uint64_t)bits << w->nb;
-	w->nb += k;
-	if (w->nb >= 32) {
-		gw_put32(w->o, (uint32_t)w->acc);
-		w->o += 4;
-		w->acc >>= 32;
-		w->nb -= 32;
-	}
-}
-
-static inline void bw_flush(struct bitw *w)
-{
-	for (; w->nb; w->nb = w->nb > 8 ? w->nb - 8 : 0, w->acc >>= 8)
-		*w->o++ = (uint8_t)w->acc;
-}
-
 static void encode_bucket(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, float scale, struct bitw *w,
+			  uint64_t i, uint64_t e, float scale, struct gw_onebit_bw *w,
 			  struct gw_enc_info *info)
 {
 	const __m256 am = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	const __m256 sgn = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
 	const __m256 inf = _mm256_set1_ps(INFINITY), zero = _mm256_setzero_ps();
 	const __m256 sc = _mm256_set1_ps(scale);
-	uint32_t bits = 0;
-	unsigned k = 0;
 
 	for (; i + 8 <= e; i += 8) {
 		__m256 y = load_y(x, res, i);
@@ -106,7 +68,7 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 		__m256 ge = _mm256_cmp_ps(y, zero, _CMP_GE_OQ);
 		int fm = _mm256_movemask_ps(fin);
 
-		bw_put(w, (uint32_t)(_mm256_movemask_ps(ge) | (~fm & 0xff)), 8);
+		gw_onebit_put(w, (uint32_t)(_mm256_movemask_ps(ge) | (~fm & 0xff)), 8);
 		if (fm != 0xff) {
 			float t[8];
 			int j = __builtin_ctz(~fm & 0xff);
@@ -122,74 +84,38 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 					 _mm256_and_ps(_mm256_sub_ps(y, d), fin));
 		}
 	}
-	for (; i < e; i++, k++) {
-		float y = res ? x[i] + res[i] : x[i];
-
-		if (gw_nonfinite(y)) {
-			gw_note_nonfinite(info, i, y);
-			bits |= 1u << k;
-			if (res_out)
-				res_out[i] = 0.0f;
-			continue;
-		}
-		bits |= (uint32_t)(y >= 0.0f) << k;
-		if (res_out)
-			res_out[i] = y - (y >= 0.0f ? scale : -scale);
-	}
-	if (k)
-		bw_put(w, bits, k);
+	gw_onebit_encode_range(x, res, res_out, i, e, scale, w, info);
 }
 
 static ssize_t enc(const struct gw_codec *c, void *state, void *scratch,
 		   const float *x, const float *res, float *res_out, uint64_t n,
 		   void *out, size_t cap, struct gw_enc_info *info)
 {
-	uint32_t b = c->p.bucket;
-	uint8_t *o = out;
-	struct bitw w;
-	uint64_t bi = 0;
-	ssize_t len;
-
 	(void)state, (void)scratch;
-	len = gw_onebit_begin(c, x, res, res_out, n, out, cap);
-	if (len < 0)
-		return len;
-	w.o = o + HDR + 4 * gw_nbuckets(n, b);
-	w.acc = 0;
-	w.nb = 0;
-	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = n - b0 < b ? n : b0 + b;
-		float sc = bucket_scale(x, res, b0, e);
-
-		gw_put32(o + HDR + 4 * bi, gw_f2u(sc));
-		encode_bucket(x, res, res_out, b0, e, sc, &w, info);
-	}
-	bw_flush(&w);
-	return len;
+	return gw_onebit_encode(c, x, res, res_out, n, out, cap, info,
+				bucket_scale, encode_bucket);
 }
 
 static int dec_any(const void *in, size_t len, uint64_t n, float *y, int add)
 {
 	const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
 	const __m256 sgn = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
-	const uint8_t *p = in, *sc, *bits;
+	const uint8_t *p = in, *bits;
 	uint64_t bi = 0, be, i;
 	uint32_t b;
 	float s;
-	int rc = gw_onebit_check(in, len, n);
+	int rc = gw_onebit_check(in, len, n, &b);
 
 	if (rc)
 		return rc;
-	b = gw_get32(p);
-	sc = p + HDR;
-	bits = sc + 4 * gw_nbuckets(n, b);
-	be = n < b ? n : b;		/* end of bucket bi */
-	s = n ? gw_u2f(gw_get32(sc)) : 0.0f;
+	bits = p + gw_bucket_data(b, n);
+	be = gw_bucket_end(0, b, n);	/* end of bucket bi */
+	s = n ? gw_bucket_scale(p, 0) : 0.0f;
 	for (i = 0; i < n; i += 8) {
 		while (i >= be) {
 			bi++;
-			be = n - be < b ? n : be + b;
-			s = gw_u2f(gw_get32(sc + 4 * bi));
+			be = gw_bucket_end(be, b, n);
+			s = gw_bucket_scale(p, bi);
 		}
 		if (i + 8 <= be) {
 			__m256i v = _mm256_and_si256(_mm256_set1_epi32(bits[i >> 3]), sel);
@@ -207,8 +133,8 @@ static int dec_any(const void *in, size_t len, uint64_t n, float *y, int add)
 
 			while (j >= be) {
 				bi++;
-				be = n - be < b ? n : be + b;
-				s = gw_u2f(gw_get32(sc + 4 * bi));
+				be = gw_bucket_end(be, b, n);
+				s = gw_bucket_scale(p, bi);
 			}
 			v = (bits[j >> 3] >> (j & 7)) & 1 ? s : -s;
 			y[j] = add ? y[j] + v : v;
