@@ -510,11 +510,16 @@ const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer)
 
 /* ---- sending --------------------------------------------------------------- */
 
-/* Common checks and the slot of (peer, slot). */
-static int req_slot(struct gw_ctx *ctx, int peer, uint32_t slot,
-		    struct conn_slot **cs)
+/*
+ * The start of every request: clear r, check the arguments (n values or
+ * bytes at buf; n of at most GW_MAX_ELEMS) and find the slot of (peer, slot).
+ */
+static int req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf,
+		     uint64_t n, struct gw_ctx_req *r, struct conn_slot **cs)
 {
-	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || slot > GW_TP_SLOT_MAX)
+	memset(r, 0, sizeof(*r));
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank ||
+	    slot > GW_TP_SLOT_MAX || n > GW_MAX_ELEMS || (n && !buf))
 		return -EINVAL;
 	*cs = slot_get(&ctx->conns[peer], slot);
 	return *cs ? 0 : -ENOMEM;
@@ -555,10 +560,9 @@ int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 	ssize_t len;
 	int rc, reshaped;
 
-	memset(r, 0, sizeof(*r));
-	rc = req_slot(ctx, peer, slot, &cs);
-	if (rc || n > GW_MAX_ELEMS || (n && !x))
-		return rc ? rc : -EINVAL;
+	rc = req_begin(ctx, peer, slot, x, n, r, &cs);
+	if (rc)
+		return rc;
 	if (cs->sbusy)
 		return -EBUSY;
 	codec = &cs->c->hs.codec;
@@ -610,10 +614,9 @@ int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
 	struct conn_slot *cs;
 	int rc;
 
-	memset(r, 0, sizeof(*r));
-	rc = req_slot(ctx, peer, slot, &cs);
-	if (rc || (len && !buf))
-		return rc ? rc : -EINVAL;
+	rc = req_begin(ctx, peer, slot, buf, len, r, &cs);
+	if (rc)
+		return rc;
 	if (cs->sbusy)
 		return -EBUSY;
 	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
@@ -694,10 +697,9 @@ int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
 	struct conn_slot *cs;
 	int rc;
 
-	memset(r, 0, sizeof(*r));
-	rc = req_slot(ctx, peer, slot, &cs);
-	if (rc || n > GW_MAX_ELEMS || (n && !y))
-		return rc ? rc : -EINVAL;
+	rc = req_begin(ctx, peer, slot, y, n, r, &cs);
+	if (rc)
+		return rc;
 	return post_recv(ctx, cs, GW_FRAME_TENSOR, y, n,
 			 tensor_bound(cs->c, &ctx->none, n), !!(flags & GW_CTX_ADD), r);
 }
@@ -708,10 +710,9 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 	struct conn_slot *cs;
 	int rc;
 
-	memset(r, 0, sizeof(*r));
-	rc = req_slot(ctx, peer, slot, &cs);
-	if (rc || (len && !buf))
-		return rc ? rc : -EINVAL;
+	rc = req_begin(ctx, peer, slot, buf, len, r, &cs);
+	if (rc)
+		return rc;
 	return post_recv(ctx, cs, GW_FRAME_BYTES, buf, len,
 			 gw_frame_bound(len, cs->c->hs.mac), 0, r);
 }
