@@ -111,19 +111,24 @@ static inline float round_even(float v)
 	return (v + 0x1.8p23f) - 0x1.8p23f;
 }
 
-/* floorf(v) for |v| < 2^31. */
-static inline float floor_small(float v)
+/*
+ * (int)floorf(v) for |v| < 2^31 (here |v| < 129) without a libm call (no
+ * roundss in the x86-64 baseline). All integer: the compare becomes a setcc,
+ * not a branch, and a branch mispredicts on every other element of random
+ * data. The result is an exact integer, so it equals floorf(v) as a float.
+ */
+static inline int32_t floor_small(float v)
 {
-	float t = (float)(int32_t)v;
+	int32_t t = (int32_t)v;		/* truncates towards 0 */
 
-	/* Branch-free: the comparison is a coin flip for random data. */
-	return t - (float)(t > v);
+	return t - ((float)t > v);
 }
 
-static inline float clamp127(float q)
+/* Clamp to [-127, 127] on integers (cmov, never a branch). */
+static inline int32_t clamp127(int32_t q)
 {
-	q = q < 127.0f ? q : 127.0f;		/* minss / maxss */
-	return q > -127.0f ? q : -127.0f;
+	q = q < 127 ? q : 127;
+	return q > -127 ? q : -127;
 }
 
 void gw_int8_encode_range(const float *x, const float *res, float *res_out,
@@ -133,7 +138,8 @@ void gw_int8_encode_range(const float *x, const float *res, float *res_out,
 {
 	for (; i < e; i++) {
 		float y = res ? x[i] + res[i] : x[i];
-		float v, q;
+		float v;
+		int32_t q;
 
 		if (gw_nonfinite(y)) {
 			gw_note_nonfinite(info, i, y);
@@ -146,11 +152,11 @@ void gw_int8_encode_range(const float *x, const float *res, float *res_out,
 		if (stoch)
 			q = floor_small(v + gw_int8_u(s, i));
 		else
-			q = round_even(v);
+			q = (int32_t)round_even(v);
 		q = clamp127(q);
 		code[i] = (int8_t)q;
 		if (res_out)
-			res_out[i] = y - q * k->scale;
+			res_out[i] = y - (float)q * k->scale;
 	}
 }
 
