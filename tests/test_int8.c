@@ -8,8 +8,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
-#include "tutil.h"
-#include "codec_impl.h"
+#include "tbucket.h"
 
 #define HDR 8
 
@@ -328,24 +327,6 @@ static void test_extremes(void)
 	CU_ASSERT_EQUAL(gw_f2u(r[0]), 0);
 }
 
-static void reject(const uint8_t *buf, size_t len, uint64_t n)
-{
-	float y[40];
-
-	for (int i = 0; i < 40; i++)
-		y[i] = 42.0f;
-	for (size_t k = 0; k < gw_codec_count(); k++) {
-		const struct gw_codec_ops *o = gw_codec_at(k);
-
-		if (o->id != GW_CODEC_INT8 || (o->cpu_ok && !o->cpu_ok()))
-			continue;
-		CU_ASSERT_EQUAL(o->decode(buf, len, n, y), -EBADMSG);
-		CU_ASSERT_EQUAL(o->decode_add(buf, len, n, y), -EBADMSG);
-	}
-	for (int i = 0; i < 40; i++)
-		CU_ASSERT_EQUAL(y[i], 42.0f);
-}
-
 static void test_rejects(void)
 {
 	enum { N = 37 };
@@ -362,7 +343,8 @@ static void test_rejects(void)
 	CU_ASSERT_EQUAL_FATAL(len, HDR + 4 * 5 + N);
 	CU_ASSERT_EQUAL(generic()->decode(good, len, N, y), 0);
 
-#define MUT(stmt, l, n) do { memcpy(b, good, sizeof(b)); stmt; reject(b, l, n); } while (0)
+#define MUT(stmt, l, n) \
+	do { memcpy(b, good, sizeof(b)); stmt; tb_reject(GW_CODEC_INT8, b, l, n); } while (0)
 	for (size_t l = 0; l < len; l++)
 		MUT((void)0, l, N);
 	MUT((void)0, len + 1, N);			/* trailing byte */
@@ -384,15 +366,15 @@ static void test_rejects(void)
 	MUT(gw_put32(b + 24, gw_f2u(FLT_MAX)), len, N);	/* 127 * scale overflows */
 	MUT(b[len - 1] = 0x80, len, N);			/* code -128 */
 	MUT(b[HDR + 20] = 0x80, len, N);
-	reject(NULL, 0, N);
+	tb_reject(GW_CODEC_INT8, NULL, 0, N);
 #undef MUT
 	/* n = 0: only the 8-byte parameter block. */
 	len = (size_t)enc(generic(), 8, GW_ROUND_NEAREST, 0, NULL, x, NULL, NULL, 0, good,
 			  sizeof(good), &info);
 	CU_ASSERT_EQUAL(len, 8);
 	CU_ASSERT_EQUAL(generic()->decode(good, 8, 0, y), 0);
-	reject(good, 9, 0);
-	reject(good, 7, 0);
+	tb_reject(GW_CODEC_INT8, good, 9, 0);
+	tb_reject(GW_CODEC_INT8, good, 7, 0);
 
 	/* Encoder argument errors. */
 	CU_ASSERT_EQUAL(enc(generic(), 8, 0, 0, NULL, x, NULL, NULL, N, good,
@@ -440,35 +422,20 @@ static void test_variants(void)
 			uint64_t n = sizes[si], ca = (uint64_t)v << 20, cb = ca;
 			uint32_t rnd = v & 1;
 			int with_res = v & 2, nonfin = v & 4;
-			struct gw_enc_info ia, ib;
-			ssize_t la, lb;
+			struct tb_enc ea = { a, 0, { 0 }, ra, ya };
+			struct tb_enc eb = { b, 0, { 0 }, rb, yb };
 
 			tu_fill_hard(x, n, n * 31 + buckets[bi] + (uint64_t)v, nonfin);
 			tu_fill(r0, n, n + 5);
 			memcpy(ra, r0, n * 4);
 			memcpy(rb, r0, n * 4);
-			la = enc(generic(), buckets[bi], rnd, 77, &ca, x,
-				 with_res ? ra : NULL, with_res ? ra : NULL, n, a, cap, &ia);
-			lb = enc(o, buckets[bi], rnd, 77, &cb, x, with_res ? rb : NULL,
-				 with_res ? rb : NULL, n, b, cap, &ib);
-			CU_ASSERT_EQUAL_FATAL(la, lb);
-			CU_ASSERT_FATAL(la > 0);
+			ea.len = enc(generic(), buckets[bi], rnd, 77, &ca, x,
+				     with_res ? ra : NULL, with_res ? ra : NULL, n, a, cap,
+				     &ea.info);
+			eb.len = enc(o, buckets[bi], rnd, 77, &cb, x, with_res ? rb : NULL,
+				     with_res ? rb : NULL, n, b, cap, &eb.info);
 			CU_ASSERT_EQUAL(ca, cb);
-			if (memcmp(a, b, (size_t)la) || memcmp(&ia, &ib, sizeof(ia)) ||
-			    memcmp(ra, rb, n * 4)) {
-				CU_FAIL("variant differs from generic");
-				printf("\n%s n=%llu bucket=%u v=%d\n", o->impl,
-				       (unsigned long long)n, buckets[bi], v);
-				continue;
-			}
-			CU_ASSERT_EQUAL(generic()->decode(a, (size_t)la, n, ya), 0);
-			CU_ASSERT_EQUAL(o->decode(a, (size_t)la, n, yb), 0);
-			CU_ASSERT_EQUAL(memcmp(ya, yb, n * 4), 0);
-			memcpy(ya, r0, n * 4);
-			memcpy(yb, r0, n * 4);
-			CU_ASSERT_EQUAL(generic()->decode_add(a, (size_t)la, n, ya), 0);
-			CU_ASSERT_EQUAL(o->decode_add(a, (size_t)la, n, yb), 0);
-			CU_ASSERT_EQUAL(memcmp(ya, yb, n * 4), 0);
+			tb_same(generic(), o, &ea, &eb, r0, n, buckets[bi], v);
 		}
 	}
 	if (!tested)

@@ -9,8 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "tutil.h"
-#include "codec_impl.h"
+#include "tbucket.h"
 
 #define HDR 8
 
@@ -174,24 +173,6 @@ static void test_overflow(void)
 	CU_ASSERT_EQUAL(info.flags, 0);
 }
 
-static void reject(const uint8_t *buf, size_t len, uint64_t n)
-{
-	float y[40];
-
-	for (int i = 0; i < 40; i++)
-		y[i] = 42.0f;
-	for (size_t k = 0; k < gw_codec_count(); k++) {
-		const struct gw_codec_ops *o = gw_codec_at(k);
-
-		if (o->id != GW_CODEC_ONEBIT || (o->cpu_ok && !o->cpu_ok()))
-			continue;
-		CU_ASSERT_EQUAL(o->decode(buf, len, n, y), -EBADMSG);
-		CU_ASSERT_EQUAL(o->decode_add(buf, len, n, y), -EBADMSG);
-	}
-	for (int i = 0; i < 40; i++)
-		CU_ASSERT_EQUAL(y[i], 42.0f);
-}
-
 static void test_rejects(void)
 {
 	enum { N = 37 };
@@ -207,7 +188,8 @@ static void test_rejects(void)
 	CU_ASSERT_EQUAL(good[len - 1] >> 5, 0);		/* padding written as 0 */
 	CU_ASSERT_EQUAL(generic()->decode(good, len, N, y), 0);
 
-#define MUT(stmt, l, n) do { memcpy(b, good, sizeof(b)); stmt; reject(b, l, n); } while (0)
+#define MUT(stmt, l, n) \
+	do { memcpy(b, good, sizeof(b)); stmt; tb_reject(GW_CODEC_ONEBIT, b, l, n); } while (0)
 	for (size_t l = 0; l < len; l++)
 		MUT((void)0, l, N);
 	MUT((void)0, len + 1, N);
@@ -224,7 +206,7 @@ static void test_rejects(void)
 	MUT(gw_put32(b + 24, gw_f2u(INFINITY)), len, N);
 	MUT(b[len - 1] |= 0x20, len, N);		/* padding bits */
 	MUT(b[len - 1] |= 0x80, len, N);
-	reject(NULL, 0, N);
+	tb_reject(GW_CODEC_ONEBIT, NULL, 0, N);
 #undef MUT
 	/* The same bytes read as 35 elements: bits 3 and 4 of the last byte
 	 * become padding and must be 0. */
@@ -232,7 +214,7 @@ static void test_rejects(void)
 	b[len - 1] = 0x04;
 	CU_ASSERT_EQUAL(generic()->decode(b, len, N - 2, y), 0);
 	b[len - 1] = 0x0c;
-	reject(b, len, N - 2);
+	tb_reject(GW_CODEC_ONEBIT, b, len, N - 2);
 
 	gw_codec_init(&c, generic());
 	c.p.bucket = 8;
@@ -245,7 +227,7 @@ static void test_rejects(void)
 	len = (size_t)enc(generic(), 8, x, NULL, NULL, 0, good, sizeof(good), &info);
 	CU_ASSERT_EQUAL(len, 8);
 	CU_ASSERT_EQUAL(generic()->decode(good, 8, 0, y), 0);
-	reject(good, 9, 0);
+	tb_reject(GW_CODEC_ONEBIT, good, 9, 0);
 }
 
 static void test_variants(void)
@@ -273,8 +255,8 @@ static void test_variants(void)
 		for (int v = 0; v < 6; v++) {
 			uint64_t n = sizes[si];
 			int with_res = v & 1;
-			struct gw_enc_info ia, ib;
-			ssize_t la, lb;
+			struct tb_enc ea = { a, 0, { 0 }, ra, ya };
+			struct tb_enc eb = { b, 0, { 0 }, rb, yb };
 
 			tu_fill_hard(x, n, n * 17 + buckets[bi] + (uint64_t)v, v & 2);
 			if (v & 4)		/* sums that overflow */
@@ -285,27 +267,11 @@ static void test_variants(void)
 			memcpy(rb, r0, n * 4);
 			memset(a, 0xAA, cap);
 			memset(b, 0x55, cap);
-			la = enc(generic(), buckets[bi], x, with_res ? ra : NULL,
-				 with_res ? ra : NULL, n, a, cap, &ia);
-			lb = enc(o, buckets[bi], x, with_res ? rb : NULL,
-				 with_res ? rb : NULL, n, b, cap, &ib);
-			CU_ASSERT_EQUAL_FATAL(la, lb);
-			CU_ASSERT_FATAL(la > 0);
-			if (memcmp(a, b, (size_t)la) || memcmp(&ia, &ib, sizeof(ia)) ||
-			    memcmp(ra, rb, n * 4)) {
-				CU_FAIL("variant differs from generic");
-				printf("\n%s n=%llu bucket=%u v=%d\n", o->impl,
-				       (unsigned long long)n, buckets[bi], v);
-				continue;
-			}
-			CU_ASSERT_EQUAL(generic()->decode(a, (size_t)la, n, ya), 0);
-			CU_ASSERT_EQUAL(o->decode(a, (size_t)la, n, yb), 0);
-			CU_ASSERT_EQUAL(memcmp(ya, yb, n * 4), 0);
-			memcpy(ya, r0, n * 4);
-			memcpy(yb, r0, n * 4);
-			CU_ASSERT_EQUAL(generic()->decode_add(a, (size_t)la, n, ya), 0);
-			CU_ASSERT_EQUAL(o->decode_add(a, (size_t)la, n, yb), 0);
-			CU_ASSERT_EQUAL(memcmp(ya, yb, n * 4), 0);
+			ea.len = enc(generic(), buckets[bi], x, with_res ? ra : NULL,
+				     with_res ? ra : NULL, n, a, cap, &ea.info);
+			eb.len = enc(o, buckets[bi], x, with_res ? rb : NULL,
+				     with_res ? rb : NULL, n, b, cap, &eb.info);
+			tb_same(generic(), o, &ea, &eb, r0, n, buckets[bi], v);
 		}
 	}
 	if (!tested)
