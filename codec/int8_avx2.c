@@ -156,6 +156,7 @@ static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e,
 	}
 	gw_int8_decode_range(q, y, i, e, sc, add);
 }
+
 static int dec(const void *in, size_t len, uint64_t n, float *y)
 {
 	return gw_int8_decode(in, len, n, y, 0, decode_bucket);
