@@ -151,6 +151,7 @@ static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e,
 		_mm512_mask_storeu_ps(y + i, m, v);
 	}
 }
+
 static int dec(const void *in, size_t len, uint64_t n, float *y)
 {
 	return gw_int8_decode(in, len, n, y, 0, decode_bucket);
