@@ -25,81 +25,47 @@
  *
  * Decoding is u = h << 16: exact, NaN payloads included.
  * This file is the reference: bf16_avx2.c and bf16_avx512.c must produce
- * identical bytes, residuals and info for every input.
+ * identical bytes, residuals and info for every input. It gives the
+ * conversion kernels; the loops, checks and saturation are the ones fp16 uses
+ * too (half.h).
  */
-#include "codec_impl.h"
+#include "half.h"
 
-#define F32_ABS 0x7fffffffu
 #define F32_INF 0x7f800000u
 #define F32_SAT 0x7f7f8000u	/* from here RNE would give Inf */
 
-static size_t bf16_bound(const struct gw_codec *c, uint64_t n)
+/* bf16 bits of finite y below saturation: round to nearest even on the bits. */
+static inline uint32_t narrow(uint32_t u, uint32_t a)
 {
-	(void)c;
-	return (size_t)n * 2;
+	(void)a;
+	return (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
 }
 
-static ssize_t bf16_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap,
-			   struct gw_enc_info *info)
+/* bf16 bits of a NaN (quieted) or Inf. */
+static inline uint32_t narrow_nonfinite(uint32_t u, uint32_t a)
 {
-	uint8_t *o = out;
-	uint32_t sat = 0;
-
-	(void)state, (void)scratch;
-	if (!gw_enc_args_ok(x, res, res_out, n))
-		return -EINVAL;
-	if (cap < bf16_bound(c, n))
-		return -ENOSPC;
-	for (uint64_t i = 0; i < n; i++) {
-		float y = res ? x[i] + res[i] : x[i];
-		uint32_t u = gw_f2u(y), a = u & F32_ABS, h;
-		float r;
-
-		if (a >= F32_INF) {
-			gw_note_nonfinite(info, i, y);
-			h = (u >> 16) | (a > F32_INF ? 0x40u : 0);
-			r = 0.0f;
-		} else {
-			if (a >= F32_SAT) {
-				h = ((u >> 16) & 0x8000u) | 0x7f7fu;
-				sat = 1;
-			} else {
-				h = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
-			}
-			r = y - gw_u2f(h << 16);
-		}
-		gw_put16(o + 2 * i, (uint16_t)h);
-		if (res_out)
-			res_out[i] = r;
-	}
-	if (sat)
-		info->flags |= GW_PF_SATURATED;
-	return (ssize_t)(n * 2);
+	return (u >> 16) | (a > F32_INF ? 0x40u : 0);
 }
 
-static int bf16_decode(const void *in, size_t len, uint64_t n, float *y)
+static inline uint32_t widen(uint32_t h)
 {
-	const uint8_t *b = in;
-
-	if (n > GW_MAX_ELEMS || len != n * 2)
-		return -EBADMSG;
-	for (uint64_t i = 0; i < n; i++)
-		y[i] = gw_u2f((uint32_t)gw_get16(b + 2 * i) << 16);
-	return 0;
+	return h << 16;
 }
 
-static int bf16_decode_add(const void *in, size_t len, uint64_t n, float *acc)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
+			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
+			    const bool wr)
 {
-	const uint8_t *b = in;
-
-	if (n > GW_MAX_ELEMS || len != n * 2)
-		return -EBADMSG;
-	for (uint64_t i = 0; i < n; i++)
-		acc[i] += gw_u2f((uint32_t)gw_get16(b + 2 * i) << 16);
-	return 0;
+	gw_half_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, 0x7f7fu,
+			narrow, narrow_nonfinite, widen);
 }
+
+GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool add)
+{
+	gw_half_dec_run(b, n, y, add, widen);
+}
+
+GW_HALF_OPS(bf16, enc_run, dec_run)
 
 const struct gw_codec_ops gw_bf16_generic = {
 	GW_OPS_SIZE,
@@ -109,7 +75,7 @@ const struct gw_codec_ops gw_bf16_generic = {
 	.lossy = true,
 	.priority = 100,
 	.params = NULL,
-	.bound = bf16_bound,
+	.bound = gw_half_bound,
 	.encode = bf16_encode,
 	.decode = bf16_decode,
 	.decode_add = bf16_decode_add,

@@ -29,11 +29,11 @@
  * This file is the reference (bit manipulation and one exact-by-construction
  * float add, no _Float16):
  * fp16_avx2.c and fp16_avx512.c must produce identical bytes, residuals and
- * info for every input.
+ * info for every input. It gives the conversion kernels; the loops, checks
+ * and saturation are the ones bf16 uses too (half.h).
  */
-#include "codec_impl.h"
+#include "half.h"
 
-#define F32_ABS 0x7fffffffu
 #define F32_INF 0x7f800000u
 #define F32_SAT 0x477ff000u	/* 65520: from here RNE would give Inf */
 #define F32_MINNORM16 0x38800000u	/* 2^-14, smallest normal binary16 */
@@ -73,72 +73,33 @@ static inline uint32_t widen(uint32_t h)
 	return s | ((uint32_t)(113 - sh) << 23) | ((m & 0x3ff) << 13);
 }
 
-static size_t fp16_bound(const struct gw_codec *c, uint64_t n)
+/* binary16 bits of a NaN or Inf, as vcvtps2ph writes them. */
+static inline uint32_t narrow_nonfinite(uint32_t u, uint32_t a)
 {
-	(void)c;
-	return (size_t)n * 2;
+	return 0x7c00u | (a > F32_INF ? 0x200u : 0) | ((a & 0x7fffffu) >> 13) |
+	       ((u >> 16) & 0x8000u);
 }
 
-static ssize_t fp16_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap,
-			   struct gw_enc_info *info)
+/* binary16 bits of finite y below saturation, given as float bits u, a = |u|. */
+static inline uint32_t narrow(uint32_t u, uint32_t a)
 {
-	uint8_t *o = out;
-	uint32_t sat = 0;
-
-	(void)state, (void)scratch;
-	if (!gw_enc_args_ok(x, res, res_out, n))
-		return -EINVAL;
-	if (cap < fp16_bound(c, n))
-		return -ENOSPC;
-	for (uint64_t i = 0; i < n; i++) {
-		float y = res ? x[i] + res[i] : x[i];
-		uint32_t u = gw_f2u(y), a = u & F32_ABS, h;
-		float r;
-
-		if (__builtin_expect(a >= F32_INF, 0)) {
-			gw_note_nonfinite(info, i, y);
-			h = 0x7c00u | (a > F32_INF ? 0x200u : 0) |
-			    ((a & 0x7fffffu) >> 13) | ((u >> 16) & 0x8000u);
-			r = 0.0f;
-		} else {
-			h = narrow_finite(a);
-			sat |= a >= F32_SAT;
-			h = a >= F32_SAT ? 0x7bffu : h;
-			h |= (u >> 16) & 0x8000u;
-			r = y - gw_u2f(widen(h));
-		}
-		gw_put16(o + 2 * i, (uint16_t)h);
-		if (res_out)
-			res_out[i] = r;
-	}
-	if (sat)
-		info->flags |= GW_PF_SATURATED;
-	return (ssize_t)(n * 2);
+	return narrow_finite(a) | ((u >> 16) & 0x8000u);
 }
 
-static int fp16_decode(const void *in, size_t len, uint64_t n, float *y)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
+			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
+			    const bool wr)
 {
-	const uint8_t *b = in;
-
-	if (n > GW_MAX_ELEMS || len != n * 2)
-		return -EBADMSG;
-	for (uint64_t i = 0; i < n; i++)
-		y[i] = gw_u2f(widen(gw_get16(b + 2 * i)));
-	return 0;
+	gw_half_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, 0x7bffu,
+			narrow, narrow_nonfinite, widen);
 }
 
-static int fp16_decode_add(const void *in, size_t len, uint64_t n, float *acc)
+GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool add)
 {
-	const uint8_t *b = in;
-
-	if (n > GW_MAX_ELEMS || len != n * 2)
-		return -EBADMSG;
-	for (uint64_t i = 0; i < n; i++)
-		acc[i] += gw_u2f(widen(gw_get16(b + 2 * i)));
-	return 0;
+	gw_half_dec_run(b, n, y, add, widen);
 }
+
+GW_HALF_OPS(fp16, enc_run, dec_run)
 
 const struct gw_codec_ops gw_fp16_generic = {
 	GW_OPS_SIZE,
@@ -148,7 +109,7 @@ const struct gw_codec_ops gw_fp16_generic = {
 	.lossy = true,
 	.priority = 100,
 	.params = NULL,
-	.bound = fp16_bound,
+	.bound = gw_half_bound,
 	.encode = fp16_encode,
 	.decode = fp16_decode,
 	.decode_add = fp16_decode_add,
