@@ -34,14 +34,9 @@
 #include "bucket.h"
 #include "onebit.h"
 
-static uint64_t nbytes(uint64_t n)
-{
-	return n / 8 + (n % 8 != 0);
-}
-
 size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n)
 {
-	return gw_bucket_bound(c->p.bucket, n, nbytes(n));
+	return gw_bucket_bound(c->p.bucket, n, gw_onebit_nbytes(n));
 }
 
 /*
@@ -99,8 +94,10 @@ static float bucket_scale(const float *x, const float *res, uint64_t b0, uint64_
 
 void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
 			    uint64_t i, uint64_t e, float scale,
-			    struct gw_onebit_bw *w, struct gw_enc_info *info)
+			    struct gw_onebit_bw *wp, struct gw_enc_info *info)
 {
+	/* A copy whose address never escapes stays in registers. */
+	struct gw_onebit_bw w = *wp;
 	uint32_t bits = 0;
 	unsigned k = 0;
 
@@ -118,40 +115,14 @@ void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
 				res_out[i] = y - (y >= 0.0f ? scale : -scale);
 		}
 		if (++k == 32) {
-			gw_onebit_put(w, bits, 32);
+			gw_onebit_put(&w, bits, 32);
 			bits = 0;
 			k = 0;
 		}
 	}
 	if (k)
-		gw_onebit_put(w, bits, k);
-}
-
-ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x,
-			 const float *res, float *res_out, uint64_t n, void *out,
-			 size_t cap, struct gw_enc_info *info,
-			 gw_onebit_scale_fn scale, gw_onebit_bucket_fn bucket)
-{
-	uint32_t b = c->p.bucket;
-	uint8_t *o = out;
-	struct gw_onebit_bw w;
-	uint64_t bi = 0;
-	ssize_t len = gw_bucket_begin(b, x, res, res_out, n, nbytes(n), out, cap);
-
-	if (len < 0)
-		return len;
-	w.o = o + gw_bucket_data(b, n);
-	w.acc = 0;
-	w.nb = 0;
-	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
-		uint64_t e = gw_bucket_end(b0, b, n);
-		float sc = scale(x, res, b0, e);
-
-		gw_bucket_set_scale(o, bi, sc);
-		bucket(x, res, res_out, b0, e, sc, &w, info);
-	}
-	gw_onebit_flush(&w);
-	return len;
+		gw_onebit_put(&w, bits, k);
+	*wp = w;
 }
 
 static ssize_t onebit_encode(const struct gw_codec *c, void *state,
@@ -168,7 +139,7 @@ static ssize_t onebit_encode(const struct gw_codec *c, void *state,
 int gw_onebit_check(const void *in, size_t len, uint64_t n, uint32_t *bucket)
 {
 	const uint8_t *p = in;
-	int rc = gw_bucket_check(in, len, n, nbytes(n), 1.0f, bucket);
+	int rc = gw_bucket_check(in, len, n, gw_onebit_nbytes(n), 1.0f, bucket);
 
 	if (rc)
 		return rc;

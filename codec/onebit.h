@@ -12,7 +12,7 @@
 #ifndef GW_ONEBIT_H
 #define GW_ONEBIT_H
 
-#include "codec_impl.h"
+#include "bucket.h"
 
 /* Appends bits LSB first; whole 32-bit words are stored as they fill. */
 struct gw_onebit_bw {
@@ -63,11 +63,46 @@ void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
 			    struct gw_onebit_bw *w, struct gw_enc_info *info);
 
 size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n);
-/* encode() with the given kernels. */
-ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x,
-			 const float *res, float *res_out, uint64_t n, void *out,
-			 size_t cap, struct gw_enc_info *info,
-			 gw_onebit_scale_fn scale, gw_onebit_bucket_fn bucket);
+
+/* Bytes of sign bits for n values. */
+static inline uint64_t gw_onebit_nbytes(uint64_t n)
+{
+	return n / 8 + (n % 8 != 0);
+}
+
+/*
+ * encode() with the given kernels. Inline, so that each variant's encode()
+ * gets its kernels inlined and the bit writer kept in registers across
+ * buckets (through pointers, onebit-avx2 encoded 15% slower).
+ */
+static inline ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x,
+					const float *res, float *res_out, uint64_t n,
+					void *out, size_t cap, struct gw_enc_info *info,
+					gw_onebit_scale_fn scale,
+					gw_onebit_bucket_fn bucket)
+{
+	uint32_t b = c->p.bucket;
+	uint8_t *o = out;
+	struct gw_onebit_bw w;
+	uint64_t bi = 0;
+	ssize_t len = gw_bucket_begin(b, x, res, res_out, n, gw_onebit_nbytes(n), out, cap);
+
+	if (len < 0)
+		return len;
+	w.o = o + gw_bucket_data(b, n);
+	w.acc = 0;
+	w.nb = 0;
+	for (uint64_t b0 = 0; b0 < n; b0 += b, bi++) {
+		uint64_t e = gw_bucket_end(b0, b, n);
+		float sc = scale(x, res, b0, e);
+
+		gw_bucket_set_scale(o, bi, sc);
+		bucket(x, res, res_out, b0, e, sc, &w, info);
+	}
+	gw_onebit_flush(&w);
+	return len;
+}
+
 /* The section checks every decoder runs first: 0 with *bucket set, or -EBADMSG. */
 int gw_onebit_check(const void *in, size_t len, uint64_t n, uint32_t *bucket);
 

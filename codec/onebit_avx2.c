@@ -54,9 +54,11 @@ static float bucket_scale(const float *x, const float *res, uint64_t b0, uint64_
 }
 
 static void encode_bucket(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, float scale, struct gw_onebit_bw *w,
+			  uint64_t i, uint64_t e, float scale, struct gw_onebit_bw *wp,
 			  struct gw_enc_info *info)
 {
+	/* A copy whose address never escapes stays in registers. */
+	struct gw_onebit_bw w = *wp;
 	const __m256 am = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	const __m256 sgn = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
 	const __m256 inf = _mm256_set1_ps(INFINITY), zero = _mm256_setzero_ps();
@@ -68,7 +70,7 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 		__m256 ge = _mm256_cmp_ps(y, zero, _CMP_GE_OQ);
 		int fm = _mm256_movemask_ps(fin);
 
-		gw_onebit_put(w, (uint32_t)(_mm256_movemask_ps(ge) | (~fm & 0xff)), 8);
+		gw_onebit_put(&w, (uint32_t)(_mm256_movemask_ps(ge) | (~fm & 0xff)), 8);
 		if (fm != 0xff) {
 			float t[8];
 			int j = __builtin_ctz(~fm & 0xff);
@@ -84,7 +86,9 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 					 _mm256_and_ps(_mm256_sub_ps(y, d), fin));
 		}
 	}
-	gw_onebit_encode_range(x, res, res_out, i, e, scale, w, info);
+	*wp = w;
+	if (i < e)
+		gw_onebit_encode_range(x, res, res_out, i, e, scale, wp, info);
 }
 
 static ssize_t enc(const struct gw_codec *c, void *state, void *scratch,
