@@ -9,31 +9,21 @@
  * The rounding is the reference's bit trick (u + 0x7fff + ((u >> 16) & 1)) >> 16
  * in 32-bit lanes, NaN and saturating lanes patched under masks, narrowed with
  * vpmovdw. vcvtneps2bf16 (AVX512_BF16) is NOT used: it flushes subnormals.
- * The residual y - (h << 16) is fused into the pass. Tails use masked loads
- * and stores.
+ * The residual y - (h << 16) is fused into the pass. The loops, shared with
+ * fp16_avx512.c, are in half_avx512.h.
  */
-#include <immintrin.h>
-#include <stdbool.h>
-#include "codec_impl.h"
+#include "half_avx512.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define F32_SAT 0x7f7f8000u	/* from here RNE would give Inf */
 
-/* Encode the lanes of k at x (+ res) into o and res_out; i: index of x[0]. */
-static ALWAYS_INLINE void enc16(const float *x, const float *res, float *res_out,
-				uint8_t *o, uint64_t i, __mmask16 k, __mmask16 *sat,
-				struct gw_enc_info *info, const bool wr)
+/* The reference's rounding in 32-bit lanes, NaN and saturating lanes patched. */
+GW_HALF_INLINE __m256i narrow16(__m512 y, __m512i a, __mmask16 nf, __mmask16 s,
+				__m512 *dec)
 {
-	__m512 y = _mm512_maskz_loadu_ps(k, x);
-	__m512i u, a, hi, h;
-	__mmask16 nf, nan, s;
+	__m512i u = _mm512_castps_si512(y), hi, h;
+	__mmask16 nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
 
-	if (wr)
-		y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(k, res));
-	u = _mm512_castps_si512(y);
-	a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-	nf = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f7fffff));
-	nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
-	s = _mm512_mask_cmpgt_epi32_mask((__mmask16)~nf, a, _mm512_set1_epi32(0x7f7f7fff));
+	(void)nf;
 	hi = _mm512_srli_epi32(u, 16);
 	h = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
 	h = _mm512_srli_epi32(_mm512_add_epi32(h, _mm512_and_si512(hi, _mm512_set1_epi32(1))),
@@ -41,96 +31,28 @@ static ALWAYS_INLINE void enc16(const float *x, const float *res, float *res_out
 	h = _mm512_mask_or_epi32(h, nan, hi, _mm512_set1_epi32(0x40));
 	h = _mm512_mask_or_epi32(h, s, _mm512_and_si512(hi, _mm512_set1_epi32(0x8000)),
 				 _mm512_set1_epi32(0x7f7f));
-	_mm256_mask_storeu_epi16(o, k, _mm512_cvtepi32_epi16(h));
-	*sat |= s;
-	if (__builtin_expect(nf != 0, 0) && !(info->flags & GW_PF_NONFINITE)) {
-		float yb[16];
-		int j = __builtin_ctz((unsigned)nf);
-
-		_mm512_storeu_ps(yb, y);
-		gw_note_nonfinite(info, i + (uint64_t)j, yb[j]);
-	}
-	if (wr)
-		_mm512_mask_storeu_ps(res_out, k,
-				      _mm512_maskz_sub_ps((__mmask16)~nf, y,
-					_mm512_castsi512_ps(_mm512_slli_epi32(h, 16))));
+	*dec = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+	return _mm512_cvtepi32_epi16(h);
 }
 
-static ALWAYS_INLINE void enc_run(const float *x, const float *res, float *res_out,
-				  uint64_t n, uint8_t *o, struct gw_enc_info *info,
-				  const bool wr)
+GW_HALF_INLINE __m512 widen16(__m256i h)
 {
-	__mmask16 sat = 0;
-	uint64_t i = 0;
-
-	for (; i + 16 <= n; i += 16)
-		enc16(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL,
-		      o + 2 * i, i, 0xffff, &sat, info, wr);
-	if (i < n)
-		enc16(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL,
-		      o + 2 * i, i, (__mmask16)((1u << (n - i)) - 1), &sat, info, wr);
-	if (sat)
-		info->flags |= GW_PF_SATURATED;
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static size_t bf16_bound(const struct gw_codec *c, uint64_t n)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
+			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
+			    const bool wr)
 {
-	(void)c;
-	return (size_t)n * 2;
+	gw_half_avx512_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, narrow16);
 }
 
-static ssize_t bf16_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap,
-			   struct gw_enc_info *info)
+GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool add)
 {
-	(void)state, (void)scratch;
-	if (!gw_enc_args_ok(x, res, res_out, n))
-		return -EINVAL;
-	if (cap < bf16_bound(c, n))
-		return -ENOSPC;
-	if (res)
-		enc_run(x, res, res_out, n, out, info, true);
-	else
-		enc_run(x, NULL, NULL, n, out, info, false);
-	return (ssize_t)(n * 2);
+	gw_half_avx512_dec_run(b, n, y, add, widen16);
 }
 
-static ALWAYS_INLINE void dec16(const uint8_t *b, float *y, __mmask16 k, const bool add)
-{
-	__m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, b));
-	__m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-
-	if (add)
-		v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, y), v);
-	_mm512_mask_storeu_ps(y, k, v);
-}
-
-static ALWAYS_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool add)
-{
-	uint64_t i = 0;
-
-	for (; i + 16 <= n; i += 16)
-		dec16(b + 2 * i, y + i, 0xffff, add);
-	if (i < n)
-		dec16(b + 2 * i, y + i, (__mmask16)((1u << (n - i)) - 1), add);
-}
-
-static int bf16_decode(const void *in, size_t len, uint64_t n, float *y)
-{
-	if (n > GW_MAX_ELEMS || len != n * 2)
-		return -EBADMSG;
-	dec_run(in, n, y, false);
-	return 0;
-}
-
-static int bf16_decode_add(const void *in, size_t len, uint64_t n, float *acc)
-{
-	if (n > GW_MAX_ELEMS || len != n * 2)
-		return -EBADMSG;
-	dec_run(in, n, acc, true);
-	return 0;
-}
+GW_HALF_OPS(bf16, enc_run, dec_run)
 
 static bool probe(void)
 {
@@ -146,7 +68,7 @@ const struct gw_codec_ops gw_bf16_avx512 = {
 	.priority = 200,
 	.cpu_ok = probe,
 	.params = NULL,
-	.bound = bf16_bound,
+	.bound = gw_half_bound,
 	.encode = bf16_encode,
 	.decode = bf16_decode,
 	.decode_add = bf16_decode_add,
