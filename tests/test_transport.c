@@ -477,7 +477,10 @@ static int kill_body(int rank, int size, const char *dir, void *arg)
 		FAIL(4, 2, "64 MiB sent to a dead peer");
 	if (dt > env->timeout_ms + KILL_TMO + 1500)
 		FAIL(4, 3, "took %lld ms", (long long)dt);
-	/* The survivors still talk to each other. */
+	/* The survivors still talk to each other, once both are done with the
+	 * dead one (ranks 0 and 1 meet in the store; rank 2 never comes). */
+	if (tp_barrier(st, rank, 2, "survivors", 30000))
+		FAIL(5, 1, "survivor barrier");
 	if (rank == 0) {
 		tp_pattern(sbuf, 4096, 5);
 		if (gw_tp_send(tp, 1, 9, 0, sbuf, 4096) != 4096)
