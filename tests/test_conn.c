@@ -108,11 +108,12 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 	for (int z = 0; z < a->nsizes; z++) {
 		uint64_t n = a->sizes[z];
 		float *x = tu_alloc(n * 4), *y = tu_alloc(n * 4), *want = tu_alloc(n * 4);
+		float *sent = tu_alloc(n * 4);
 		const struct gw_codec *neg = gw_ctx_codec(ctx, prev);
 		struct gw_codec c = *neg;
-		struct gw_residual r;
+		struct gw_residual r, r2;
 		size_t cap;
-		uint8_t *pay, *state;
+		uint8_t *pay, *state, *state2;
 		void *scratch;
 
 		if (n * 4 < 4096 || !c.ops->lossy)	/* the context's threshold */
@@ -120,9 +121,12 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 		cap = gw_payload_bound(&c, n);
 		pay = tu_alloc(cap);
 		state = tu_alloc(gw_codec_state_size(&c, n) + 8);
+		state2 = tu_alloc(gw_codec_state_size(&c, n) + 8);
 		scratch = tu_alloc(gw_codec_scratch_size(&c, n));
 		gw_residual_init(&r);
 		gw_residual_prepare(&r, n);
+		gw_residual_init(&r2);
+		gw_residual_prepare(&r2, n);
 		for (int s = 0; s < a->steps; s++) {
 			struct gw_ctx_req req[2];
 			ssize_t len;
@@ -130,14 +134,24 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 			data_of(x, n, rank, s);
 			rc = gw_ctx_irecv(ctx, prev, (uint32_t)z + 1, y, n, 0, &req[0]);
 			if (!rc)
-				rc = gw_ctx_isend(ctx, next, (uint32_t)z + 1, x, n,
-						  GW_CTX_LOSSY, &req[1]);
+				rc = gw_ctx_isend_sent(ctx, next, (uint32_t)z + 1, x, n,
+						       GW_CTX_LOSSY, sent, &req[1]);
 			if (!rc)
 				rc = gw_ctx_waitall(ctx, req, 2);
 			if (rc) {
 				fprintf(stderr, "rank %d n=%llu step %d: %s\n", rank,
 					(unsigned long long)n, s, gw_strerror(rc));
 				return 11;
+			}
+			/* What we sent is what our own mirror decodes. */
+			len = gw_payload_encode(&c, state2, scratch, x, r2.buf, r2.buf,
+						n, pay, cap);
+			if (len < 0 || gw_payload_decode(pay, (size_t)len, want, n) ||
+			    memcmp(want, sent, n * 4)) {
+				fprintf(stderr, "rank %d codec %s n=%llu step %d: sent "
+					"differs from the mirror\n", rank, c.ops->name,
+					(unsigned long long)n, s);
+				return 15;
 			}
 			/* Mirror prev's encoder: same data, same residual history. */
 			data_of(x, n, prev, s);
@@ -157,7 +171,9 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 			}
 		}
 		gw_residual_fini(&r);
-		free(x), free(y), free(want), free(pay), free(state), free(scratch);
+		gw_residual_fini(&r2);
+		free(x), free(y), free(want), free(sent), free(pay), free(state),
+			free(state2), free(scratch);
 	}
 	{
 		struct gw_conn_stats s;

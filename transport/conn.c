@@ -553,6 +553,13 @@ static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
 {
+	return gw_ctx_isend_sent(ctx, peer, slot, x, n, flags, NULL, r);
+}
+
+int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
+		      const float *x, uint64_t n, unsigned flags, float *sent,
+		      struct gw_ctx_req *r)
+{
 	const struct gw_codec *codec;
 	struct gw_rs_entry *e = NULL;
 	struct conn_slot *cs;
@@ -597,6 +604,11 @@ int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 	}
 	if (len < 0)
 		return (int)len;
+	if (sent) {	/* what the peer will decode, from the same bytes */
+		rc = gw_payload_decode(cs->sbuf + GW_FRAME_HDR, (size_t)len, sent, n);
+		if (rc)
+			return rc;
+	}
 	rc = post_frame(ctx, cs, GW_FRAME_TENSOR, r->lossy ? GW_FRAME_F_LOSSY : 0,
 			(size_t)len, r);
 	if (rc)

@@ -95,6 +95,15 @@ struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
 /** gw_ctx_isend() - post float32 x[0..n) to peer on slot. */
 int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
+/**
+ * gw_ctx_isend_sent() - gw_ctx_isend(), and also write to sent[0..n) what
+ * the peer will decode (decode(encode(x + r))), bit for bit. A collective
+ * keeps that as its own copy so every replica ends identical.
+ */
+int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
+		      const float *x, uint64_t n, unsigned flags, float *sent,
+		      struct gw_ctx_req *r);
+
 /** gw_ctx_irecv() - post a receive of n float32 values from peer on slot. */
 int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
 		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
