@@ -7,7 +7,8 @@
  * (mkdtemp, removed afterwards). Each child arms alarm() so it dies rather
  * than hang, runs its body and exits with the body's return value; the
  * parent reaps every child by a deadline and SIGKILLs stragglers. A child
- * killed by signal s reports 128 + s.
+ * killed by signal s reports 128 + s; in a sanitizer build, a child whose
+ * body succeeded but leaked memory reports TP_LEAKED.
  *
  * Network rule: only loopback. tp_pin_loopback() sets FI_TCP_IFACE and
  * FI_SOCKETS_IFACE to "lo" for every child, tp_cfg() asks for the "lo"
@@ -32,6 +33,9 @@ struct tp_env {
 };
 
 typedef int (*tp_body)(int rank, int size, const char *dir, void *arg);
+
+/* Exit code of a rank whose body succeeded but leaked (sanitizer builds). */
+#define TP_LEAKED 99
 
 void tp_pin_loopback(void);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
