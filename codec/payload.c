@@ -125,11 +125,13 @@ static int decode(const void *buf, size_t len, float *y, uint64_t n, int add)
 		 : p.ops->decode(p.section, p.section_len, n, y);
 	if (rc)
 		return rc;
-	if (p.flags & GW_PF_NONFINITE) {
-		float v = gw_u2f(p.nonfinite_bits);
-
-		y[p.nonfinite_index] = add ? old + v : v;
-	}
+	/* decode stores the record's bits as bits: a select between old + v
+	 * and v may legally become v + (add ? old : -0.0), quieting an sNaN
+	 * (clang does this). */
+	if ((p.flags & GW_PF_NONFINITE) && add)
+		y[p.nonfinite_index] = old + gw_u2f(p.nonfinite_bits);
+	else if (p.flags & GW_PF_NONFINITE)
+		memcpy(&y[p.nonfinite_index], &p.nonfinite_bits, 4);
 	return 0;
 }
 
