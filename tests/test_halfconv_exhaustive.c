@@ -29,6 +29,16 @@
 #include "tutil.h"
 #include "codec_impl.h"
 
+#ifndef GW_HAVE_FLOAT16
+/* The fp16 reference is the compiler's own conversion; without it there is
+ * no independent reference, and the test says so instead of passing. */
+int main(void)
+{
+	tu_skip("this compiler has no _Float16 (GCC >= 12 and clang >= 15 have "
+		"it): no independent fp16 reference to test against");
+}
+#else
+
 #define CHUNK (1u << 20)
 #define MAX_IMPLS 8
 #define NTHREADS 2
@@ -306,3 +316,4 @@ int main(void)
 		tu_skip("no fp16/bf16 implementation registered");
 	return tu_run("halfconv_exhaustive", tests);
 }
+#endif /* GW_HAVE_FLOAT16 */
