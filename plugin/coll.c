@@ -35,7 +35,7 @@ struct gw_coll {
 	struct gw_ctx *ctx;
 	int rank, size;
 	int err;			/* first failure; every later call returns it */
-	uint64_t stream_n[GW_COLL_STREAMS];	/* tensor length of each stream */
+	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
 	float *scratch;			/* the owner's chunk as the next rank decodes it */
 	uint64_t scratch_n;
@@ -230,22 +230,39 @@ int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
 	return 0;
 }
 
-/* The stream of slots for tensors of n values: first come, first served,
- * which is the same order on every rank. */
-static uint32_t stream_of(struct gw_coll *c, uint64_t n)
+/* The stream of slots of a tensor (key: its length, or KEY_ID | the
+ * caller's id): first come, first served, the same order on every rank. */
+#define KEY_ID (UINT64_C(1) << 63)
+
+static uint32_t stream_of(struct gw_coll *c, uint64_t key)
 {
 	for (unsigned i = 0; i < c->nstreams; i++)
-		if (c->stream_n[i] == n)
+		if (c->stream_key[i] == key)
 			return ID_ALLREDUCE + i;
 	if (c->nstreams < GW_COLL_STREAMS) {
-		c->stream_n[c->nstreams] = n;
+		c->stream_key[c->nstreams] = key;
 		return ID_ALLREDUCE + c->nstreams++;
 	}
-	return ID_ALLREDUCE + (uint32_t)(n % GW_COLL_STREAMS);
+	return ID_ALLREDUCE + (uint32_t)(key % GW_COLL_STREAMS);
 }
+
+static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+		     enum gw_coll_op op, unsigned flags);
 
 int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
 		      enum gw_coll_op op, unsigned flags)
+{
+	return allreduce(c, n & ~KEY_ID, buf, n, op, flags);
+}
+
+int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
+			 uint64_t n, enum gw_coll_op op, unsigned flags)
+{
+	return allreduce(c, KEY_ID | id, buf, n, op, flags);
+}
+
+static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+		     enum gw_coll_op op, unsigned flags)
 {
 	int size = c->size, rank = c->rank, rc;
 	int next = mod(rank + 1, size), prev = mod(rank - 1, size);
@@ -262,7 +279,7 @@ int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
 		return -EINVAL;
 	if (size == 1 || !n)
 		goto avg;
-	id = stream_of(c, n);
+	id = stream_of(c, key);
 	if (lossy && c->scratch_n < CNT(0)) {
 		float *s = realloc(c->scratch, CNT(0) * sizeof(float));
 

@@ -13,8 +13,11 @@
  * slots: sequence numbers per (peer, slot) keep them apart, frame buffers are
  * reused, and the error-feedback residual of each (peer, slot) meets the same
  * chunk of the same tensor again at the next call. Allreduce keeps a stream
- * of slots per tensor length (up to GW_COLL_STREAMS lengths; more share
- * streams, and the context then re-zeroes residuals and counts it).
+ * of slots per tensor: gw_coll_allreduce() tells tensors apart by length,
+ * gw_coll_allreduce_id() by the caller's id (use it when two tensors have
+ * the same length, or their residuals would mix). Up to GW_COLL_STREAMS
+ * streams; more share them, and the context re-zeroes residuals and counts
+ * it. Each stream keeps frame buffers of about twice its tensor's bytes.
  *
  * Errors. A failed collective leaves the peers' sequence numbers out of step,
  * so the gw_coll remembers the first error and every later call returns it.
@@ -67,5 +70,10 @@ int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
  */
 int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
 		      enum gw_coll_op op, unsigned flags);
+
+/** gw_coll_allreduce_id() - gw_coll_allreduce() of the tensor called id
+ * (the same id on every rank): its error feedback is its own. */
+int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
+			 uint64_t n, enum gw_coll_op op, unsigned flags);
 
 #endif
