@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coll.h - collectives over a context (conn.h): barrier, broadcast,
+ * allgather (exact) and ring allreduce (lossy for gradients).
+ *
+ * A struct gw_coll wraps one struct gw_ctx (which it does not own) and keeps
+ * what the collectives need between calls: the slot each one uses, a scratch
+ * chunk, and the first error. Every rank must call the same collectives in the
+ * same order with the same sizes (like MPI). Calls are blocking.
+ *
+ * Slots. Collectives use slots from GW_COLL_SLOT_BASE up, so a user of the
+ * same context can keep the slots below it. Successive calls reuse the same
+ * slots: sequence numbers per (peer, slot) keep them apart, frame buffers are
+ * reused, and the error-feedback residual of each (peer, slot) meets the same
+ * chunk of the same tensor again at the next call. Allreduce keeps a stream
+ * of slots per tensor: gw_coll_allreduce() tells tensors apart by length,
+ * gw_coll_allreduce_id() by the caller's id (use it when two tensors have
+ * the same length, or their residuals would mix). Up to GW_COLL_STREAMS
+ * streams; more share them, and the context re-zeroes residuals and counts
+ * it. Each stream keeps frame buffers of about twice its tensor's bytes.
+ *
+ * Errors. A failed collective leaves the peers' sequence numbers out of step,
+ * so the gw_coll remembers the first error and every later call returns it.
+ */
+#ifndef GW_COLL_H
+#define GW_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "conn.h"
+
+#define GW_COLL_SLOT_BASE (UINT32_C(1) << 24)
+#define GW_COLL_STREAMS 32
+
+enum gw_coll_op {
+	GW_COLL_SUM = 0,
+	GW_COLL_AVG = 1,
+};
+
+struct gw_coll;
+
+/** gw_coll_create() - collectives over ctx (which must outlive them). */
+int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out);
+/** gw_coll_destroy() - accepts NULL; the context stays open. */
+void gw_coll_destroy(struct gw_coll *c);
+struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
+
+/** gw_coll_barrier() - dissemination barrier with zero-length messages. */
+int gw_coll_barrier(struct gw_coll *c);
+
+/** gw_coll_broadcast() - root's bytes to every rank (binomial tree, exact). */
+int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes);
+
+/**
+ * gw_coll_allgather() - recv[r * bytes_per_rank ...] = rank r's send (ring,
+ * exact). send may be recv + rank * bytes_per_rank (in place).
+ */
+int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
+		      size_t bytes_per_rank);
+
+/**
+ * gw_coll_allreduce() - ring allreduce of buf[0..n) in place.
+ * @op: GW_COLL_SUM, or GW_COLL_AVG (the sum divided by the size, on every
+ *      rank alike).
+ * @flags: GW_CTX_LOSSY when buf holds gradients: the reduce-scatter hops and
+ *      the owner's first allgather hop may use the negotiated lossy codec
+ *      (with error feedback per (peer, slot)); later hops forward exactly.
+ *      Whatever the codec, every rank ends with the same bits.
+ * Return: 0 or -errno (the context's; -ETIMEDOUT when a peer died).
+ */
+int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
+		      enum gw_coll_op op, unsigned flags);
+
+/** gw_coll_allreduce_id() - gw_coll_allreduce() of the tensor called id
+ * (the same id on every rank): its error feedback is its own. */
+int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
+			 uint64_t n, enum gw_coll_op op, unsigned flags);
+
+#endif

@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * perf.c - gradwire-perf: allreduce bandwidth, compression and error, in the
+ * spirit of nccl-tests' all_reduce_perf.
+ *
+ *   gradwire-perf -n 4 -b 1M -e 64M -f 4 --codec int8 [--check] [--json]
+ *
+ * Local mode forks -n ranks that meet through a file store in a fresh
+ * temporary folder (removed afterwards), over tcp;ofi_rxm on lo unless told
+ * otherwise. Joined mode: when RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_
+ * RANK/SIZE (mpirun) or SLURM_PROCID/SLURM_NTASKS (srun) are set, this
+ * process is that rank of that job and meets the others through a file store
+ * in --store DIR (a folder every rank reaches, empty for each run).
+ *
+ * Settings come from GRADWIRE_* (plugin/config.c); --provider, --iface,
+ * --codec and --min-compress override them.
+ *
+ * Each rank's data is deterministic (SplitMix64 of rank and size), so rank 0
+ * computes the exact sum in double and reports the relative L2 error of the
+ * result; every rank hashes its result and the hashes are compared (bit-
+ * identical replicas). One row per size: bytes, median time over iterations
+ * (each iteration's time is the slowest rank's), algbw = bytes / time,
+ * busbw = 2 (n - 1) / n algbw, wire_ratio = raw / wire bytes sent. The
+ * error and hash come from one allreduce after the residuals were reset, so
+ * error feedback from earlier calls does not blur them.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "coll.h"
+#include "config.h"
+
+struct opts {
+	int ranks;
+	uint64_t minb, maxb, factor;
+	int warmup, iters;
+	const char *codec, *provider, *iface, *store;
+	int64_t min_compress;	/* -1: GRADWIRE_MIN_COMPRESS_BYTES */
+	int timeout_s;
+	bool check, json;
+};
+
+struct rank_info {
+	uint64_t hash, raw, wire;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gradwire-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
+		"         [--codec SPEC] [--provider P] [--iface I] [--min-compress BYTES]\n"
+		"         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
+		"         [--timeout-s S]\n"
+		"  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
+		"  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
+		"  every process joins the job through a file store in --store DIR.\n");
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'K': case 'k': v <<= 10; end++; break;
+	case 'M': case 'm': v <<= 20; end++; break;
+	case 'G': case 'g': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* Rank r's data for n values: roughly N(0,1) (sum of four uniforms). */
+static void fill(float *x, uint64_t n, int r)
+{
+	uint64_t s = 0x9E7F000000000000ull ^ ((uint64_t)r << 40) ^ n;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t z = splitmix(&s);
+		float u = 0;
+
+		for (int k = 0; k < 4; k++)
+			u += (float)((z >> (16 * k)) & 0xFFFF) * (1.0f / 65536.0f);
+		x[i] = (u - 2.0f) * 1.7320508f;
+	}
+}
+
+static uint64_t hash_of(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Relative L2 error of y against the exact sum of every rank's data. */
+static double rel_err(const float *y, uint64_t n, int size)
+{
+	double *exact = calloc(n, sizeof(double)), e = 0, t = 0;
+	float *x = malloc(n * sizeof(float));
+
+	if (!exact || !x) {
+		free(exact), free(x);
+		return NAN;
+	}
+	for (int r = 0; r < size; r++) {
+		fill(x, n, r);
+		for (uint64_t i = 0; i < n; i++)
+			exact[i] += x[i];
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		double d = (double)y[i] - exact[i];
+
+		e += d * d;
+		t += exact[i] * exact[i];
+	}
+	free(exact), free(x);
+	return t > 0 ? sqrt(e / t) : sqrt(e);
+}
+
+/* The largest error --check accepts for a codec (by name). Sparse and 1-bit
+ * codecs send a fraction of the tensor per call: only a finite result that
+ * is no farther from the sum than zero is (plus slack) is required. */
+static double bound_of(const char *codec)
+{
+	if (!strncmp(codec, "none", 4))
+		return 1e-5;
+	if (!strncmp(codec, "fp16", 4))
+		return 1e-2;
+	if (!strncmp(codec, "bf16", 4))
+		return 2e-2;
+	if (!strncmp(codec, "int8", 4))
+		return 5e-2;
+	return 1.5;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			putchar('\\');
+		if ((unsigned char)*s >= 0x20)
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void sum_stats(struct gw_ctx *ctx, uint64_t *raw, uint64_t *wire)
+{
+	struct gw_conn_stats s;
+
+	*raw = *wire = 0;
+	for (int p = 0; p < gw_ctx_size(ctx); p++) {
+		if (p == gw_ctx_rank(ctx) || gw_ctx_stats(ctx, p, &s))
+			continue;
+		*raw += s.raw_sent;
+		*wire += s.wire_sent;
+	}
+}
+
+/* One size: returns 0, 1 when --check found the result wrong, or -errno. */
+static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
+		    uint64_t bytes, float *x, float *buf, double *times,
+		    double *all_times, struct rank_info *all)
+{
+	struct gw_ctx *ctx = gw_coll_ctx(c);
+	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx), rc, bad = 0;
+	uint64_t n = bytes / sizeof(float), raw0, wire0, raw = 0, wire = 0;
+	struct rank_info me;
+	double err = 0, t, med, algbw, busbw;
+	bool identical = true;
+
+	fill(x, n, rank);
+	for (int i = 0; i < o->warmup; i++) {
+		memcpy(buf, x, n * sizeof(float));
+		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+		if (rc)
+			return rc;
+	}
+	/* The checked call: from zero residuals, so it shows the codec alone. */
+	gw_ctx_residuals_reset(ctx);
+	memcpy(buf, x, n * sizeof(float));
+	rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+	if (rc)
+		return rc;
+	me.hash = hash_of(buf, n * sizeof(float));
+	if (rank == 0)
+		err = rel_err(buf, n, size);
+	sum_stats(ctx, &raw0, &wire0);
+	for (int i = 0; i < o->iters; i++) {
+		memcpy(buf, x, n * sizeof(float));
+		rc = gw_coll_barrier(c);
+		if (rc)
+			return rc;
+		t = now_s();
+		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+		if (rc)
+			return rc;
+		times[i] = now_s() - t;
+	}
+	sum_stats(ctx, &me.raw, &me.wire);
+	me.raw -= raw0;
+	me.wire -= wire0;
+	rc = gw_coll_allgather(c, &me, all, sizeof(me));
+	if (!rc)
+		rc = gw_coll_allgather(c, times, all_times,
+				       (size_t)o->iters * sizeof(double));
+	if (rc)
+		return rc;
+	if (rank != 0)
+		goto verdict;
+	for (int r = 0; r < size; r++) {
+		identical &= all[r].hash == all[0].hash;
+		raw += all[r].raw;
+		wire += all[r].wire;
+	}
+	for (int i = 0; i < o->iters; i++) {	/* the slowest rank's time */
+		times[i] = 0;
+		for (int r = 0; r < size; r++)
+			if (all_times[(size_t)r * o->iters + i] > times[i])
+				times[i] = all_times[(size_t)r * o->iters + i];
+	}
+	qsort(times, (size_t)o->iters, sizeof(double), cmp_double);
+	med = o->iters % 2 ? times[o->iters / 2]
+			   : (times[o->iters / 2 - 1] + times[o->iters / 2]) / 2;
+	algbw = med > 0 ? (double)bytes / med / 1e9 : 0;
+	busbw = algbw * 2.0 * (size - 1) / size;
+	bad = o->check && (!identical || !(err <= bound_of(codec)));
+	if (o->json) {
+		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"algbw_gbps\": %.4f, "
+		       "\"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, \"rel_err\": %.3e, "
+		       "\"identical\": %s, \"codec\": ", (unsigned long long)bytes,
+		       med * 1e6, algbw, busbw, wire ? (double)raw / (double)wire : 1.0,
+		       err, identical ? "true" : "false");
+		json_str(codec);
+		printf(", \"ranks\": %d}\n", size);
+	} else {
+		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s  %s%s\n",
+		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
+		       wire ? (double)raw / (double)wire : 1.0, err,
+		       identical ? "yes" : "NO", codec, bad ? "  <- WRONG" : "");
+	}
+	fflush(stdout);
+	fprintf(stderr, "gradwire-perf: %llu bytes done\n", (unsigned long long)bytes);
+verdict:
+	/* Everyone exits alike. */
+	rc = gw_coll_broadcast(c, 0, &bad, sizeof(bad));
+	return rc ? rc : bad;
+}
+
+/* One rank's whole run. Return: the process exit code. */
+static int rank_main(const struct opts *o, int rank, int size, const char *dir)
+{
+	struct gw_config cfg;
+	struct gw_ctx_cfg cc;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	struct gw_coll *c = NULL;
+	struct gw_conn_stats s;
+	char err[512], codec[GW_HS_SPEC_MAX + 1];
+	float *x = NULL, *buf = NULL;
+	double *times = NULL, *all_times = NULL;
+	struct rank_info *all = NULL;
+	int rc, bad = 0;
+
+	rc = gw_config_load(&cfg, NULL, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "gradwire-perf: %s\n", err);
+		return 2;
+	}
+	gw_config_ctx(&cfg, &cc);
+	if (o->provider)
+		cc.tp.provider = o->provider;
+	if (o->iface)
+		cc.tp.iface = o->iface;
+	if (o->codec)
+		cc.codec = cc.codec_local = o->codec;
+	if (o->min_compress >= 0)
+		cc.min_compress_bytes = (uint64_t)o->min_compress;
+	rc = gw_store_file_create(dir, &st);
+	if (rc) {
+		fprintf(stderr, "gradwire-perf: store %s: %s\n", dir, gw_strerror(rc));
+		return 3;
+	}
+	rc = gw_ctx_create(&cc, rank, size, st, &ctx, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "gradwire-perf: rank %d: %s (%s)\n", rank, err,
+			gw_strerror(rc));
+		goto out;
+	}
+	rc = gw_coll_create(ctx, &c);
+	if (rc)
+		goto out;
+	/* What was negotiated with the next rank (all the same here). */
+	snprintf(codec, sizeof(codec), "%s", cc.codec ? cc.codec : "none");
+	if (size > 1 && !gw_ctx_stats(ctx, (rank + 1) % size, &s))
+		snprintf(codec, sizeof(codec), "%s", s.codec);
+	x = malloc(o->maxb + 4);
+	buf = malloc(o->maxb + 4);
+	times = calloc((size_t)o->iters, sizeof(double));
+	all_times = calloc((size_t)o->iters * (size_t)size, sizeof(double));
+	all = calloc((size_t)size, sizeof(*all));
+	if (!x || !buf || !times || !all_times || !all) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (rank == 0 && !o->json) {
+		printf("# gradwire-perf: %d ranks, codec %s, provider %s, iface %s, "
+		       "min_compress %llu B, warmup %d, iters %d\n", size, codec,
+		       cc.tp.provider ? cc.tp.provider : "(default)",
+		       cc.tp.iface ? cc.tp.iface : "(default)",
+		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
+		printf("# %10s %11s %10s %10s %10s %10s %9s  %s\n", "bytes", "time_us",
+		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err",
+		       "identical", "codec");
+		fflush(stdout);
+	}
+	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {
+		rc = run_size(c, o, codec, b, x, buf, times, all_times, all);
+		if (rc < 0)
+			break;
+		bad |= rc;
+		rc = 0;
+		if (b > o->maxb / o->factor)
+			break;
+	}
+out:
+	if (rc < 0)
+		fprintf(stderr, "gradwire-perf: rank %d: %s\n", rank, gw_strerror(rc));
+	free(x), free(buf), free(times), free(all_times), free(all);
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return rc < 0 ? 4 : bad ? 1 : 0;
+}
+
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Fork o->ranks ranks over a fresh file store; every child dies by alarm()
+ * rather than hang, and the parent kills the ones left at its deadline. */
+static int run_local(const struct opts *o)
+{
+	char dir[] = "/tmp/gradwire-perf-XXXXXX";
+	pid_t pid[256];
+	int code[256], left = o->ranks, worst = 0;
+	double deadline = now_s() + o->timeout_s + 10;
+
+	if (!mkdtemp(dir)) {
+		perror("gradwire-perf: mkdtemp");
+		return 3;
+	}
+	fflush(NULL);
+	for (int r = 0; r < o->ranks; r++) {
+		pid[r] = fork();
+		if (pid[r] < 0) {
+			perror("gradwire-perf: fork");
+			for (int k = 0; k < r; k++)
+				kill(pid[k], SIGKILL);
+			left = r;
+			worst = 3;
+			break;
+		}
+		if (pid[r] == 0) {
+			alarm((unsigned)o->timeout_s);
+			_exit(rank_main(o, r, o->ranks, dir));
+		}
+		code[r] = -1;
+	}
+	while (left > 0) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+
+		if (p > 0) {
+			for (int r = 0; r < o->ranks; r++)
+				if (pid[r] == p)
+					code[r] = WIFEXITED(st) ? WEXITSTATUS(st)
+								: 128 + WTERMSIG(st);
+			left--;
+			continue;
+		}
+		if (p < 0)
+			break;
+		if (now_s() > deadline) {
+			for (int r = 0; r < o->ranks; r++)
+				if (code[r] == -1)
+					kill(pid[r], SIGKILL);
+			deadline = now_s() + 5;
+		}
+		usleep(10000);
+	}
+	for (int r = 0; r < o->ranks && !worst; r++) {
+		if (code[r] != 0) {
+			fprintf(stderr, "gradwire-perf: rank %d exited %d\n", r, code[r]);
+			worst = code[r] == 1 ? 1 : code[r] < 0 ? 5 : code[r];
+		}
+	}
+	remove_dir(dir);
+	return worst;
+}
+
+/* Rank and size from the launcher, if there is one. */
+static bool launcher(int *rank, int *size)
+{
+	static const char *const vars[][2] = {
+		{ "RANK", "WORLD_SIZE" },
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "SLURM_PROCID", "SLURM_NTASKS" },
+	};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *r = getenv(vars[i][0]), *s = getenv(vars[i][1]);
+
+		if (r && s && !parse_int(s, 1, 1 << 15, size) &&
+		    !parse_int(r, 0, *size - 1, rank))
+			return true;
+	}
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "codec", required_argument, NULL, 'c' },
+		{ "provider", required_argument, NULL, 'P' },
+		{ "iface", required_argument, NULL, 'I' },
+		{ "min-compress", required_argument, NULL, 'm' },
+		{ "store", required_argument, NULL, 's' },
+		{ "timeout-s", required_argument, NULL, 't' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct opts o = { .ranks = 2, .minb = 1 << 20, .maxb = 64 << 20, .factor = 2,
+			  .warmup = 2, .iters = 10, .min_compress = -1,
+			  .timeout_s = 600 };
+	int ch, rank, size, bad = 0;
+	uint64_t v;
+
+	while ((ch = getopt_long(argc, argv, "n:b:e:f:w:i:h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'n': bad |= parse_int(optarg, 1, 256, &o.ranks); break;
+		case 'b': bad |= parse_size(optarg, &o.minb); break;
+		case 'e': bad |= parse_size(optarg, &o.maxb); break;
+		case 'f': bad |= parse_size(optarg, &o.factor); break;
+		case 'w': bad |= parse_int(optarg, 0, 1000, &o.warmup); break;
+		case 'i': bad |= parse_int(optarg, 1, 100000, &o.iters); break;
+		case 'c': o.codec = optarg; break;
+		case 'P': o.provider = optarg; break;
+		case 'I': o.iface = optarg; break;
+		case 'm':
+			bad |= parse_size(optarg, &v);
+			o.min_compress = (int64_t)v;
+			break;
+		case 's': o.store = optarg; break;
+		case 't': bad |= parse_int(optarg, 1, 86400, &o.timeout_s); break;
+		case 'C': o.check = true; break;
+		case 'j': o.json = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (bad || optind != argc || o.factor < 2 || o.minb < 4 || o.maxb < o.minb ||
+	    o.maxb > (UINT64_C(1) << 34)) {
+		fprintf(stderr, "gradwire-perf: invalid arguments (sizes: 4 <= -b <= -e"
+			" <= 16G, -f >= 2)\n");
+		usage(stderr);
+		return 2;
+	}
+	if (launcher(&rank, &size)) {
+		if (!o.store) {
+			fprintf(stderr, "gradwire-perf: rank %d of %d from the launcher: "
+				"--store DIR (a folder all ranks reach) is required\n",
+				rank, size);
+			return 2;
+		}
+		return rank_main(&o, rank, size, o.store);
+	}
+	/* Local: one host, so loopback unless told otherwise. */
+	if (!o.provider && !getenv("GRADWIRE_PROVIDER"))
+		o.provider = "tcp;ofi_rxm";
+	if (!o.iface && !getenv("GRADWIRE_IFACE") &&
+	    strstr(o.provider ? o.provider : getenv("GRADWIRE_PROVIDER"), "tcp")) {
+		o.iface = "lo";
+		setenv("FI_TCP_IFACE", "lo", 0);
+	}
+	return run_local(&o);
+}

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_coll.c - the collectives (plugin/coll.c) over loopback: allreduce with
+ * every kind of codec on 1..5 ranks, allgather, broadcast and barrier exact,
+ * error feedback across calls, and a rank killed mid-run.
+ *
+ * Ranks are forked (tp_harness.h). Each rank checks its own result against
+ * the exact sum computed in double from every rank's deterministic data, and
+ * writes a hash of its result bits to a folder of the parent's, which then
+ * checks that every replica is bit-identical.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "tutil.h"
+#include "tp_harness.h"
+#include "conn.h"
+#include "coll.h"
+
+#define MAX_SIZES 6
+
+struct coll_arg {
+	const char *codec;
+	uint64_t sizes[MAX_SIZES];
+	int nsizes;
+	int timeout_ms;
+	int kill_rank;		/* dies before its kill_call-th allreduce, or -1 */
+	int kill_call;
+	double bound;		/* relative L2 error allowed (lossy codecs); 0: none */
+	char dir[64];		/* the parent's folder for hashes */
+};
+
+static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size,
+				 const char *dir, struct gw_store **st,
+				 struct gw_ctx **ctx)
+{
+	struct tp_env env = { "tcp;ofi_rxm", "lo", false, GW_LOG_ERROR,
+			      a->timeout_ms ? a->timeout_ms : 8000, 0 };
+	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
+	struct gw_coll *c = NULL;
+	char err[512];
+	int rc;
+
+	cfg.codec = a->codec;
+	cfg.min_compress_bytes = 64;	/* lossy paths run on small chunks too */
+	cfg.host_id = (uint64_t)(rank + 1) * 1000;
+	rc = gw_store_file_create(dir, st);
+	if (!rc)
+		rc = gw_ctx_create(&cfg, rank, size, *st, ctx, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "store");
+	if (!rc && tp_check_loopback(gw_ctx_tp(*ctx), &env))
+		rc = -EADDRNOTAVAIL;
+	if (!rc)
+		rc = gw_coll_create(*ctx, &c);
+	if (rc) {
+		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
+		return NULL;
+	}
+	return c;
+}
+
+static void close_coll(struct gw_coll *c, struct gw_ctx *ctx, struct gw_store *st)
+{
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+}
+
+static uint64_t seed_of(int rank, uint64_t n, int step)
+{
+	return (uint64_t)rank * 7919 + n * 31 + (uint64_t)step * 104729 + 1;
+}
+
+static uint64_t hash_of(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+/* exact[i] = sum over ranks of their data, in double. */
+static void exact_sum(double *exact, double *mag, uint64_t n, int size, int step)
+{
+	float *x = tu_alloc(n * 4 + 4);
+
+	memset(exact, 0, n * sizeof(double));
+	memset(mag, 0, n * sizeof(double));
+	for (int r = 0; r < size; r++) {
+		tu_fill(x, n, seed_of(r, n, step));
+		for (uint64_t i = 0; i < n; i++) {
+			exact[i] += x[i];
+			mag[i] += fabs(x[i]);
+		}
+	}
+	free(x);
+}
+
+static double rel_l2(const float *y, const double *exact, uint64_t n, double scale)
+{
+	double e = 0, t = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		double d = y[i] - exact[i] * scale;
+
+		e += d * d;
+		t += exact[i] * scale * exact[i] * scale;
+	}
+	return t > 0 ? sqrt(e / t) : sqrt(e);
+}
+
+/* Record a result's hash for the parent: "<dir>/<tag>-<rank>", one per line. */
+static int record(const struct coll_arg *a, const char *tag, int rank,
+		  const void *p, size_t len)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s-%d", a->dir, tag, rank);
+	f = fopen(path, "a");
+	if (!f)
+		return -1;
+	fprintf(f, "%016llx\n", (unsigned long long)hash_of(p, len));
+	fclose(f);
+	return 0;
+}
+
+/* Every rank's hash file of tag holds the same lines. */
+static void check_identical(const struct coll_arg *a, const char *tag, int size)
+{
+	char path[128], first[4096] = "", buf[4096];
+
+	for (int r = 0; r < size; r++) {
+		FILE *f;
+		size_t len;
+
+		snprintf(path, sizeof(path), "%s/%s-%d", a->dir, tag, r);
+		f = fopen(path, "r");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[len] = 0;
+		fclose(f);
+		unlink(path);
+		if (r == 0)
+			memcpy(first, buf, len + 1);
+		else if (strcmp(first, buf))
+			printf("\n  %s: rank %d's result differs from rank 0's\n", tag, r);
+		CU_ASSERT_STRING_EQUAL(first, buf);
+		CU_ASSERT(len > 0);
+	}
+}
+
+/* ---- allreduce: SUM and AVG, every codec ------------------------------------ */
+
+static int body_allreduce(int rank, int size, const char *dir, void *arg)
+{
+	const struct coll_arg *a = arg;
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c = open_coll(a, rank, size, dir, &st, &ctx);
+
+	if (!c)
+		return 10;
+	for (int z = 0; z < a->nsizes; z++) {
+		uint64_t n = a->sizes[z];
+		float *y = tu_alloc(n * 4 + 4);
+		double *exact = tu_alloc(n * 8 + 8), *mag = tu_alloc(n * 8 + 8);
+
+		exact_sum(exact, mag, n, size, 0);
+		for (int op = GW_COLL_SUM; op <= GW_COLL_AVG; op++) {
+			double scale = op == GW_COLL_AVG ? 1.0 / size : 1.0, err;
+			int rc;
+
+			tu_fill(y, n, seed_of(rank, n, 0));
+			rc = gw_coll_allreduce(c, y, n, op, GW_CTX_LOSSY);
+			if (rc) {
+				fprintf(stderr, "rank %d n=%llu: %s\n", rank,
+					(unsigned long long)n, gw_strerror(rc));
+				return 11;
+			}
+			for (uint64_t i = 0; i < n; i++)
+				if (!isfinite(y[i]))
+					return 12;
+			if (a->bound == 0) {	/* exact codec: float rounding only */
+				for (uint64_t i = 0; i < n; i++) {
+					if (fabs(y[i] - exact[i] * scale) >
+					    1e-5 * mag[i] * scale + 1e-30) {
+						fprintf(stderr, "rank %d n=%llu op %d: y[%llu]"
+							" = %g, want %g\n", rank,
+							(unsigned long long)n, op,
+							(unsigned long long)i, y[i],
+							exact[i] * scale);
+						return 13;
+					}
+				}
+			} else if ((err = rel_l2(y, exact, n, scale)) > a->bound) {
+				fprintf(stderr, "rank %d codec %s n=%llu op %d: rel err %g > "
+					"%g\n", rank, a->codec, (unsigned long long)n, op,
+					err, a->bound);
+				return 14;
+			}
+			if (record(a, "ar", rank, y, n * 4))
+				return 15;
+		}
+		/* Without GW_CTX_LOSSY every codec is exact. */
+		tu_fill(y, n, seed_of(rank, n, 0));
+		if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0))
+			return 16;
+		for (uint64_t i = 0; i < n; i++)
+			if (!(fabs(y[i] - exact[i]) <= 1e-5 * mag[i] + 1e-30))
+				return 17;
+		if (record(a, "ar", rank, y, n * 4))
+			return 18;
+		free(y), free(exact), free(mag);
+	}
+	close_coll(c, ctx, st);
+	return 0;
+}
+
+static void run(int size, int limit_s, tp_body body, struct coll_arg *a)
+{
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(size, limit_s, body, a, codes), 0);
+	for (int r = 0; r < size; r++) {
+		if (r == a->kill_rank)
+			continue;
+		if (codes[r])
+			printf("\n  %s, %d ranks: rank %d exited %d\n",
+			       a->codec ? a->codec : "-", size, r, codes[r]);
+		CU_ASSERT_EQUAL(codes[r], 0);
+	}
+}
+
+static void allreduce_codec(const char *codec, double bound)
+{
+	for (int size = 1; size <= 5; size++) {
+		struct coll_arg a = { .codec = codec, .bound = bound, .kill_rank = -1,
+				      .sizes = { 0, 1, 7, 1000, 65537 }, .nsizes = 5 };
+
+		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+		run(size, 60, body_allreduce, &a);
+		check_identical(&a, "ar", size);
+		rmdir(a.dir);
+	}
+}
+
+static void test_allreduce_none(void) { allreduce_codec("none", 0); }
+static void test_allreduce_fp16(void) { allreduce_codec("fp16", 1e-2); }
+static void test_allreduce_int8(void) { allreduce_codec("int8", 5e-2); }
+/* Top-k keeps a tenth per hop: the result is finite and identical; how close
+ * it gets over steps is the error-feedback test's business. */
+static void test_allreduce_topk(void) { allreduce_codec("topk:ratio=0.1", 1e9); }
+
+/* ---- allgather, broadcast, barrier: exact ------------------------------------ */
+
+static int body_exact(int rank, int size, const char *dir, void *arg)
+{
+	const struct coll_arg *a = arg;
+	static const size_t lens[] = { 1, 13, 4099, 100003 };
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c = open_coll(a, rank, size, dir, &st, &ctx);
+	char path[128];
+	int rc;
+
+	if (!c)
+		return 10;
+	for (size_t z = 0; z < sizeof(lens) / sizeof(lens[0]); z++) {
+		size_t len = lens[z];
+		uint8_t *mine = tu_alloc(len), *all = tu_alloc(len * (size_t)size);
+
+		tp_pattern(mine, len, seed_of(rank, len, 1));
+		rc = gw_coll_allgather(c, mine, all, len);
+		if (rc)
+			return 20;
+		for (int r = 0; r < size; r++)
+			if (tp_mismatch(all + (size_t)r * len, len, seed_of(r, len, 1)))
+				return 21;
+		/* In place: our block is already where it belongs. */
+		memset(all, 0, len * (size_t)size);
+		memcpy(all + (size_t)rank * len, mine, len);
+		rc = gw_coll_allgather(c, all + (size_t)rank * len, all, len);
+		if (rc)
+			return 22;
+		for (int r = 0; r < size; r++)
+			if (tp_mismatch(all + (size_t)r * len, len, seed_of(r, len, 1)))
+				return 23;
+		for (int root = 0; root < size; root++) {
+			if (rank == root)
+				tp_pattern(mine, len, seed_of(root, len, 2));
+			else
+				memset(mine, 0, len);
+			rc = gw_coll_broadcast(c, root, mine, len);
+			if (rc)
+				return 24;
+			if (tp_mismatch(mine, len, seed_of(root, len, 2)))
+				return 25;
+		}
+		free(mine), free(all);
+	}
+	/* Barrier: whoever leaves it finds that everyone arrived. */
+	for (int round = 0; round < 3; round++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/arrived-%d-%d", a->dir, round, rank);
+		f = fopen(path, "w");
+		if (!f)
+			return 30;
+		fclose(f);
+		if (rank == size - 1)
+			usleep(200000);	/* the last one is late */
+		rc = gw_coll_barrier(c);
+		if (rc)
+			return 31;
+		for (int r = 0; r < size; r++) {
+			snprintf(path, sizeof(path), "%s/arrived-%d-%d", a->dir, round, r);
+			if (access(path, F_OK))
+				return 32;
+		}
+	}
+	close_coll(c, ctx, st);
+	return 0;
+}
+
+static void test_exact(void)
+{
+	for (int size = 1; size <= 5; size++) {
+		struct coll_arg a = { .codec = "int8", .kill_rank = -1 };
+		char path[128];
+
+		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+		run(size, 60, body_exact, &a);
+		for (int round = 0; round < 3; round++) {
+			for (int r = 0; r < size; r++) {
+				snprintf(path, sizeof(path), "%s/arrived-%d-%d", a.dir,
+					 round, r);
+				unlink(path);
+			}
+		}
+		CU_ASSERT_EQUAL(rmdir(a.dir), 0);
+	}
+}
+
+/* ---- error feedback: the running average converges ---------------------------- */
+
+#define EF_N 10000
+#define EF_STEPS 30
+
+/* Tensors a (told apart by length) and b (by id, same length) interleaved:
+ * each one's running average must converge to its own exact sum, which fails
+ * if their residuals mix. */
+static int body_feedback(int rank, int size, const char *dir, void *arg)
+{
+	const struct coll_arg *a = arg;
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c = open_coll(a, rank, size, dir, &st, &ctx);
+	float *y = tu_alloc(EF_N * 4);
+	double *exact[2], *mag = tu_alloc(EF_N * 8), *avg[2];
+	double e1[2] = { 0, 0 }, e30[2] = { 0, 0 };
+
+	if (!c)
+		return 10;
+	for (int k = 0; k < 2; k++) {
+		exact[k] = tu_alloc(EF_N * 8);
+		avg[k] = tu_alloc(EF_N * 8);
+		exact_sum(exact[k], mag, EF_N, size, k * 5);
+	}
+	for (int s = 1; s <= EF_STEPS; s++) {
+		for (int k = 0; k < 2; k++) {
+			double e = 0, t = 0;
+
+			tu_fill(y, EF_N, seed_of(rank, EF_N, k * 5));	/* the same gradient */
+			if (k == 0 ? gw_coll_allreduce(c, y, EF_N, GW_COLL_SUM, GW_CTX_LOSSY)
+				   : gw_coll_allreduce_id(c, 7, y, EF_N, GW_COLL_SUM,
+							  GW_CTX_LOSSY))
+				return 11;
+			for (int i = 0; i < EF_N; i++) {
+				avg[k][i] += (y[i] - avg[k][i]) / s;
+				e += (avg[k][i] - exact[k][i]) * (avg[k][i] - exact[k][i]);
+				t += exact[k][i] * exact[k][i];
+			}
+			if (s == 1)
+				e1[k] = sqrt(e / t);
+			e30[k] = sqrt(e / t);
+		}
+	}
+	if (rank == 0)
+		printf("\n  topk:ratio=0.1, %d ranks: rel err %.3f, %.3f after 1 step, "
+		       "%.4f, %.4f averaged over %d ", size, e1[0], e1[1], e30[0],
+		       e30[1], EF_STEPS);
+	for (int k = 0; k < 2; k++)
+		if (!(e1[k] > 0.05) || !(e30[k] < e1[k] / 3))
+			return 12;
+	free(y), free(mag);
+	for (int k = 0; k < 2; k++)
+		free(exact[k]), free(avg[k]);
+	close_coll(c, ctx, st);
+	return 0;
+}
+
+static void test_feedback(void)
+{
+	struct coll_arg a = { .codec = "topk:ratio=0.1", .kill_rank = -1 };
+
+	run(3, 60, body_feedback, &a);
+}
+
+/* ---- a rank killed mid-run --------------------------------------------------- */
+
+static int body_kill(int rank, int size, const char *dir, void *arg)
+{
+	const struct coll_arg *a = arg;
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c = open_coll(a, rank, size, dir, &st, &ctx);
+	uint64_t n = 65537;
+	float *y = tu_alloc(n * 4);
+	struct timespec t0, t1;
+	int rc = 0, call;
+
+	if (!c)
+		return 10;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (call = 0; call < 10; call++) {
+		if (rank == a->kill_rank && call == a->kill_call)
+			raise(SIGKILL);
+		tu_fill(y, n, seed_of(rank, n, call));
+		rc = gw_coll_allreduce(c, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
+		if (rc)
+			break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!rc || call != a->kill_call)
+		return 20;	/* the death went unnoticed, or was noticed early */
+	/* Later calls fail fast with the same error. */
+	if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0) != rc ||
+	    gw_coll_barrier(c) != rc)
+		return 21;
+	if (t1.tv_sec - t0.tv_sec > 4 * a->timeout_ms / 1000 + 2)
+		return 22;	/* not within the timeout */
+	free(y);
+	close_coll(c, ctx, st);
+	return 0;
+}
+
+static void test_killed(void)
+{
+	struct coll_arg a = { .codec = "int8", .kill_rank = 1, .kill_call = 2,
+			      .timeout_ms = 3000 };
+
+	run(4, 60, body_kill, &a);
+}
+
+int main(void)
+{
+	static CU_TestInfo tests[] = {
+		{ "allreduce none, 1..5 ranks, 0..65537 values", test_allreduce_none },
+		{ "allreduce fp16", test_allreduce_fp16 },
+		{ "allreduce int8", test_allreduce_int8 },
+		{ "allreduce topk", test_allreduce_topk },
+		{ "allgather, broadcast, barrier exact", test_exact },
+		{ "error feedback across calls", test_feedback },
+		{ "rank killed mid-run", test_killed },
+		CU_TEST_INFO_NULL,
+	};
+	const char *only = getenv("GW_TEST_ONLY");
+
+	tp_pin_loopback();
+	if (only) {	/* keep the tests whose name holds GW_TEST_ONLY */
+		CU_TestInfo *w = tests;
+
+		for (CU_TestInfo *t = tests; t->pName; t++)
+			if (strstr(t->pName, only))
+				*w++ = *t;
+		*w = (CU_TestInfo)CU_TEST_INFO_NULL;
+	}
+	return tu_run("plugin", tests);
+}
