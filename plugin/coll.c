@@ -14,10 +14,11 @@
  * place (GW_CTX_ADD); the receive is posted first, then the send, then both
  * are waited (full duplex). After size - 1 steps rank r owns chunk r + 1.
  * Allgather step s sends chunk (rank + 1 - s) and receives chunk (rank - s)
- * over its old contents. At step 0 the owner sends its chunk with
- * gw_ctx_isend_sent() (lossy when the caller allows it) and replaces its copy
- * with what the next rank decodes; every later hop is exact, so every rank
- * ends with the owner's bits. Empty chunks (n < size) are not sent: both
+ * over its old contents. When lossy, at step 0 the owner sends its chunk
+ * with gw_ctx_isend_sent() and replaces its copy with what the next rank
+ * decodes; every later hop forwards the payload it received byte for byte
+ * (gw_ctx_isend_fwd), so the chunk stays compressed on every hop and every
+ * rank ends with the owner's bits. Empty chunks (n < size) are not sent: both
  * sides know the lengths.
  */
 #include <errno.h>
@@ -40,6 +41,10 @@ struct gw_coll {
 	float *scratch;			/* the owner's chunk as the next rank decodes it */
 	uint64_t scratch_n;
 };
+
+/* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
+#define OFF(k) ((uint64_t)(k) * q + ((uint64_t)(k) < rem ? (uint64_t)(k) : rem))
+#define CNT(k) (q + ((uint64_t)(k) < rem))
 
 static uint32_t slot_of(uint32_t ident, uint32_t step)
 {
@@ -261,6 +266,58 @@ int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
 	return allreduce(c, KEY_ID | id, buf, n, op, flags);
 }
 
+/*
+ * The allgather phase of a lossy allreduce. Step 0: the owner encodes its
+ * reduced chunk once (with its residual) and keeps what the next rank will
+ * decode. Step s > 0: a rank sends the chunk it received at step s - 1 by
+ * forwarding that payload byte for byte (gw_ctx_isend_fwd), so the chunk
+ * stays compressed on every hop and every rank decodes the same bytes; a
+ * link that negotiated another codec gets the decoded values exactly.
+ */
+static int allgather_lossy(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
+{
+	int size = c->size, rank = c->rank, rc = 0, rc2;
+	int next = mod(rank + 1, size), prev = mod(rank - 1, size);
+	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size;
+	struct gw_ctx_req got = { 0 };	/* the previous step's receive */
+
+	for (int s = 0; s < size - 1 && !rc; s++) {
+		int cs = mod(rank + 1 - s, size), cr = mod(rank - s, size);
+		uint32_t slot = slot_of(id, (uint32_t)(size - 1 + s));
+		struct gw_ctx_req r[2];
+		size_t k = 0;
+
+		if (CNT(cr)) {
+			rc = gw_ctx_irecv(c->ctx, prev, slot, buf + OFF(cr), CNT(cr), 0,
+					  &r[k]);
+			if (!rc)
+				k++;
+		}
+		if (!rc && CNT(cs) && s == 0) {
+			rc = gw_ctx_isend_sent(c->ctx, next, slot, buf + OFF(cs), CNT(cs),
+					       GW_CTX_LOSSY, c->scratch, &r[k]);
+			if (!rc) {	/* encoded at post time: keep the sent bits */
+				memcpy(buf + OFF(cs), c->scratch, CNT(cs) * sizeof(float));
+				k++;
+			}
+		} else if (!rc && CNT(cs)) {
+			rc = gw_ctx_isend_fwd(c->ctx, next, slot, &got, &r[k]);
+			if (rc == -EPROTO)	/* next speaks another codec */
+				rc = gw_ctx_isend(c->ctx, next, slot, buf + OFF(cs),
+						  CNT(cs), 0, &r[k]);
+			if (!rc)
+				k++;
+		}
+		rc2 = gw_ctx_waitall(c->ctx, r, k);
+		rc = rc ? rc : rc2;
+		if (CNT(cr))
+			got = r[0];
+		if (rc)
+			return fail(c, rc, "allreduce allgather", s);
+	}
+	return 0;
+}
+
 static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 		     enum gw_coll_op op, unsigned flags)
 {
@@ -270,8 +327,6 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	unsigned lossy = flags & GW_CTX_LOSSY;
 	uint32_t id;
 
-#define OFF(k) ((uint64_t)(k) * q + ((uint64_t)(k) < rem ? (uint64_t)(k) : rem))
-#define CNT(k) (q + ((uint64_t)(k) < rem))
 	if (c->err)
 		return c->err;
 	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
@@ -297,21 +352,18 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 		if (rc)
 			return fail(c, rc, "allreduce reduce-scatter", s);
 	}
-	for (int s = 0; s < size - 1; s++) {	/* allgather */
+	if (lossy) {
+		rc = allgather_lossy(c, id, buf, n);
+		if (rc)
+			return rc;
+		goto avg;
+	}
+	for (int s = 0; s < size - 1; s++) {	/* allgather, exact */
 		int cs = mod(rank + 1 - s, size), cr = mod(rank - s, size);
 		uint32_t slot = slot_of(id, (uint32_t)(size - 1 + s));
 
-		if (s == 0 && lossy) {
-			/* The owner's hop: the frame is encoded at post time, so
-			 * its chunk may take the decoded bits right away. */
-			rc = float_step(c, slot, next, buf + OFF(cs), CNT(cs), lossy,
-					c->scratch, prev, buf + OFF(cr), CNT(cr), 0);
-			if (!rc)
-				memcpy(buf + OFF(cs), c->scratch, CNT(cs) * sizeof(float));
-		} else {
-			rc = float_step(c, slot, next, buf + OFF(cs), CNT(cs), 0, NULL,
-					prev, buf + OFF(cr), CNT(cr), 0);
-		}
+		rc = float_step(c, slot, next, buf + OFF(cs), CNT(cs), 0, NULL,
+				prev, buf + OFF(cr), CNT(cr), 0);
 		if (rc)
 			return fail(c, rc, "allreduce allgather", s);
 	}
@@ -320,6 +372,4 @@ avg:
 		for (uint64_t i = 0; i < n; i++)
 			buf[i] /= (float)size;
 	return 0;
-#undef OFF
-#undef CNT
 }

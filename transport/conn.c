@@ -642,6 +642,35 @@ int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
 	return rc;
 }
 
+int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
+		     const struct gw_ctx_req *from, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	struct gw_payload p;
+	int rc;
+
+	if (!from || from->dir != 1 || from->kind != GW_FRAME_TENSOR ||
+	    !from->payload || gw_payload_parse(from->payload, from->payload_len, &p))
+		return -EINVAL;
+	rc = req_begin(ctx, peer, slot, from->payload, p.n, r, &cs);
+	if (rc)
+		return rc;
+	if (p.id != GW_CODEC_NONE && p.id != cs->c->hs.codec.ops->id)
+		return -EPROTO;
+	if (cs->sbusy)
+		return -EBUSY;
+	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
+			 gw_frame_bound(from->payload_len, cs->c->hs.mac));
+	if (rc)
+		return rc;
+	memcpy(cs->sbuf + GW_FRAME_HDR, from->payload, from->payload_len);
+	rc = post_frame(ctx, cs, GW_FRAME_TENSOR,
+			p.id != GW_CODEC_NONE ? GW_FRAME_F_LOSSY : 0,
+			from->payload_len, r);
+	r->n = p.n;
+	return rc;
+}
+
 ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
 		    uint32_t slot, uint32_t seq, const void *body, size_t len,
 		    uint8_t *out, size_t cap)
@@ -730,7 +759,7 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 }
 
 /* Authenticate, check and deliver a received frame of flen bytes in cs. */
-static int deliver(struct gw_ctx *ctx, const struct gw_ctx_req *r,
+static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 		   struct conn_slot *cs, size_t flen)
 {
 	struct conn *c = cs->c;
@@ -774,6 +803,8 @@ static int deliver(struct gw_ctx *ctx, const struct gw_ctx_req *r,
 	why = "a payload that does not decode to the expected tensor";
 	if (rc)
 		goto reject;
+	r->payload = body;
+	r->payload_len = h.len;
 accept:
 	c->st.frames_recv++;
 	c->st.wire_recv += flen;

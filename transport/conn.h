@@ -70,6 +70,10 @@ struct gw_ctx_req {
 	uint64_t n;			/* floats, or bytes for byte messages */
 	uint32_t seq;
 	uint8_t kind, dir, add, lossy;
+	/* A completed tensor receive: its payload, as it arrived (verified),
+	 * for gw_ctx_isend_fwd(); valid until the next receive on its slot. */
+	const uint8_t *payload;
+	size_t payload_len;
 };
 
 #define GW_CTX_LOSSY 0x1u	/* isend: a lossy codec may be used */
@@ -103,6 +107,17 @@ int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 		      const float *x, uint64_t n, unsigned flags, float *sent,
 		      struct gw_ctx_req *r);
+
+/**
+ * gw_ctx_isend_fwd() - send the payload that the completed receive `from`
+ * got, byte for byte, to peer on slot: no new encoding, no new loss, no
+ * residual. So a tensor can travel several hops and every rank decodes the
+ * same bytes. Return: 0; -EINVAL (from is no completed tensor receive);
+ * -EPROTO (the payload's codec is neither `none` nor the one negotiated with
+ * peer: the caller sends the decoded values instead).
+ */
+int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
+		     const struct gw_ctx_req *from, struct gw_ctx_req *r);
 
 /** gw_ctx_irecv() - post a receive of n float32 values from peer on slot. */
 int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
