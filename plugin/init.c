@@ -8,21 +8,30 @@
 #include "config.h"
 #include "init.h"
 
+int gw_ctx_create_config(const struct gw_config *cfg, int rank, int size,
+			 struct gw_store *st, struct gw_ctx **out, char *err,
+			 size_t errlen)
+{
+	struct gw_ctx_cfg cc;
+	int rc;
+
+	gw_config_log(cfg, rank);
+	gw_config_ctx(cfg, &cc);
+	rc = gw_ctx_create(&cc, rank, size, st, out, err, errlen);
+	if (!rc && cfg->stats)
+		gw_ctx_stats_at_exit(*out, stderr);
+	return rc;
+}
+
 int gw_ctx_create_env(int rank, int size, struct gw_store *st,
 		      struct gw_ctx **out, char *err, size_t errlen)
 {
 	struct gw_config cfg;
-	struct gw_ctx_cfg cc;
 	int rc = gw_config_load(&cfg, NULL, err, errlen);
 
 	if (rc) {
 		gw_log(GW_LOG_ERROR, GW_LOG_ERROR, rank, "%s", err);
 		return rc;
 	}
-	gw_config_log(&cfg, rank);
-	gw_config_ctx(&cfg, &cc);
-	rc = gw_ctx_create(&cc, rank, size, st, out, err, errlen);
-	if (!rc && cfg.stats)
-		gw_ctx_stats_at_exit(*out, stderr);
-	return rc;
+	return gw_ctx_create_config(&cfg, rank, size, st, out, err, errlen);
 }

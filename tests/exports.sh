@@ -1,14 +1,40 @@
 #!/usr/bin/env bash
-# tests/exports.sh LIB INCLUDE_DIR - libgradwire.so exports exactly the
-# functions the public headers declare with GW_API, and nothing else.
+# tests/exports.sh LIB INCLUDE_DIR - libgradwire.so exports exactly what the
+# public headers declare with GW_API: functions (gw_*, type T) and data
+# objects such as the table gradwire_plugin_v1 (type D, R or B), plus the
+# version node of gradwire.map (type A), and nothing else.
 set -euo pipefail
 lib=$1 inc=$2
 command -v nm >/dev/null || { echo "SKIP: nm (binutils) is not installed"; exit 77; }
-got=$(nm -D --defined-only "$lib" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }' | sort)
-want=$( (grep -ho 'GW_API[^;]*' "$inc"/gradwire/*.h || true) | (grep -o 'gw_[a-z0-9_]*(' || true) | tr -d '(' | sort -u)
-if [ "$got" != "$want" ]; then
-	echo "exported symbols differ from the GW_API declarations:"
-	diff <(echo "$want") <(echo "$got") || true
-	exit 1
+syms=$(nm -D --defined-only "$lib" | awk 'NF == 3 { sub(/@.*/, "", $3); print $2, $3 }')
+decls=$( (grep -ho 'GW_API[^;]*;\?' "$inc"/gradwire/*.h || true) )
+
+got_fn=$(echo "$syms" | awk '$1 == "T" { print $2 }' | sort)
+got_data=$(echo "$syms" | awk '$1 ~ /^[DRB]$/ { print $2 }' | sort)
+other=$(echo "$syms" | awk '$1 !~ /^[TDRB]$/ && !($1 == "A" && $2 ~ /^GRADWIRE_/)' || true)
+want_fn=$( (echo "$decls" | grep '(' || true) | (grep -o 'gw_[a-z0-9_]*(' || true) |
+	tr -d '(' | sort -u)
+# A data declaration has no parameter list and ends on its line with the
+# name (a function's may continue on the next lines).
+want_data=$( (echo "$decls" | grep -v '(' | grep ';$' || true) |
+	sed -E 's/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*;$/\1/' | sort -u)
+
+rc=0
+if [ "$got_fn" != "$want_fn" ]; then
+	echo "exported functions differ from the GW_API declarations:"
+	diff <(echo "$want_fn") <(echo "$got_fn") || true
+	rc=1
 fi
-echo "exports: $(echo "$got" | wc -l) GW_API functions, nothing else"
+if [ "$got_data" != "$want_data" ]; then
+	echo "exported data symbols differ from the GW_API declarations:"
+	diff <(echo "$want_data") <(echo "$got_data") || true
+	rc=1
+fi
+if [ -n "$other" ]; then
+	echo "unexpected exported symbols:"
+	echo "$other"
+	rc=1
+fi
+[ $rc = 0 ] || exit 1
+[ -n "$want_data" ] || { echo "no GW_API data symbol found (gradwire_plugin_v1?)"; exit 1; }
+echo "exports: $(echo "$got_fn" | wc -l) GW_API functions, data: $got_data; nothing else"

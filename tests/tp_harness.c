@@ -1,127 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* tp_harness.c - see tp_harness.h. */
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "tp_harness.h"
-
-/* LeakSanitizer's interface; NULL unless the build links a sanitizer. */
-extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
-
-
-void tp_pin_loopback(void)
-{
-	setenv("FI_TCP_IFACE", "lo", 1);
-	setenv("FI_SOCKETS_IFACE", "lo", 1);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[512];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
-int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
-{
-	char dir[] = "/tmp/gw-tp-XXXXXX";
-	pid_t pid[TP_MAX_RANKS];
-	int64_t deadline;
-	int left = size;
-
-	if (size < 1 || size > TP_MAX_RANKS || limit_s < 1)
-		return -EINVAL;
-	if (!mkdtemp(dir))
-		return -errno;
-	fflush(stdout);
-	fflush(stderr);
-	for (int r = 0; r < size; r++) {
-		codes[r] = -1;
-		pid[r] = fork();
-		if (pid[r] < 0) {
-			int err = -errno;
-
-			for (int k = 0; k < r; k++)
-				kill(pid[k], SIGKILL);
-			for (int k = 0; k < r; k++)
-				waitpid(pid[k], NULL, 0);
-			rm_dir(dir);
-			return err;
-		}
-		if (pid[r] == 0) {
-			int code;
-
-			alarm((unsigned)limit_s);
-			code = body(r, size, dir, arg);
-			fflush(stdout);
-			/* _exit() skips LeakSanitizer's check at exit: run it here
-			 * (sanitizer builds only) so a rank that leaks fails. */
-			if (__lsan_do_recoverable_leak_check && !code &&
-			    __lsan_do_recoverable_leak_check())
-				code = TP_LEAKED;
-			_exit(code);
-		}
-	}
-	deadline = now_ms() + (int64_t)limit_s * 1000 + 2000;
-	while (left > 0) {
-		int status;
-		pid_t p = waitpid(-1, &status, WNOHANG);
-
-		if (p > 0) {
-			for (int r = 0; r < size; r++) {
-				if (pid[r] != p)
-					continue;
-				codes[r] = WIFEXITED(status) ? WEXITSTATUS(status)
-							     : 128 + WTERMSIG(status);
-				pid[r] = 0;
-				left--;
-			}
-			continue;
-		}
-		if (now_ms() > deadline) {
-			for (int r = 0; r < size; r++) {
-				if (pid[r] > 0) {
-					fprintf(stderr,
-						"harness: rank %d "
-						"overran %d s, killed\n",
-						r, limit_s);
-					kill(pid[r], SIGKILL);
-				}
-			}
-			deadline = now_ms() + 5000;
-		}
-		struct timespec ts = {0, 5 * 1000 * 1000};
-
-		nanosleep(&ts, NULL);
-	}
-	rm_dir(dir);
-	return 0;
-}
 
 struct gw_tp_cfg tp_cfg(const struct tp_env *env)
 {

@@ -20,8 +20,7 @@
 
 #include <stdbool.h>
 #include "transport.h"
-
-#define TP_MAX_RANKS 8
+#include "tp_fork.h"
 
 struct tp_env {
 	const char *provider;
@@ -32,15 +31,6 @@ struct tp_env {
 	int spin_us;
 };
 
-typedef int (*tp_body)(int rank, int size, const char *dir, void *arg);
-
-/* Exit code of a rank whose body succeeded but leaked (sanitizer builds). */
-#define TP_LEAKED 99
-
-void tp_pin_loopback(void);
-/* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
- * when the harness itself failed. */
-int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);
 struct gw_tp_cfg tp_cfg(const struct tp_env *env);
 /* Store + context for one rank; prints why and returns NULL on failure
  * (err gets the transport's error). */

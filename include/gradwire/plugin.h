@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plugin.h - the table a host loads from libgradwire.so: gradwire_plugin_v1.
+ *
+ * A host dlopen()s the library, dlsym()s "gradwire_plugin_v1" and checks
+ * that table->size covers the members it calls (the table only grows by
+ * appending; version stays 1 while it does). Everything else goes through
+ * the table's function pointers:
+ *
+ *   init -> context_create[_file] -> send/recv/collectives... ->
+ *   context_destroy -> finalize
+ *
+ * Every member returns 0 or a negative errno (strerror() names it). Calls on
+ * one context are blocking and must not overlap (one thread per context);
+ * different contexts are independent. Collectives must be called by every
+ * rank in the same order with the same sizes, like MPI.
+ */
+#ifndef GRADWIRE_PLUGIN_H
+#define GRADWIRE_PLUGIN_H
+
+#include "gradwire/gradwire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GRADWIRE_PLUGIN_VERSION 1
+
+/* send() flags: the tensor is a gradient, a lossy codec may carry it. */
+#define GRADWIRE_LOSSY 0x1u
+/* recv() flags: add the received values to buf instead of storing them. */
+#define GRADWIRE_ADD 0x2u
+
+/* Slots of send()/recv() are below this; the collectives use the rest. */
+#define GRADWIRE_SLOT_MAX (1u << 24)
+
+/* allreduce() operations. */
+enum gradwire_op {
+	GRADWIRE_SUM = 0,
+	GRADWIRE_AVG = 1,	/* the sum divided by the size, on every rank alike */
+};
+
+/**
+ * struct gradwire_store - the host's rendezvous store (e.g. a c10d store).
+ * @size: sizeof(struct gradwire_store) as the host compiled it.
+ * @set:  publish val[0..len) under key; a reader sees the old or the new
+ *        value, never a mix. Return: 0 or a negative errno.
+ * @get:  copy key's value into buf, waiting up to timeout_ms for the key to
+ *        appear. Return: its length, -ETIMEDOUT when it did not appear in
+ *        time, -ENOSPC when it is larger than cap, or another negative errno.
+ * @arg:  passed as the first argument of set and get.
+ *
+ * gradwire calls the store only inside context_create(), possibly from
+ * every rank at once; the host keeps it alive until that call returns.
+ */
+struct gradwire_store {
+	size_t size;
+	int (*set)(void *arg, const char *key, const void *val, size_t len);
+	ssize_t (*get)(void *arg, const char *key, void *buf, size_t cap,
+		       int timeout_ms);
+	void *arg;
+};
+
+/**
+ * struct gradwire_stats - one connection's counters (frozen for v1).
+ * @codec: the codec negotiated with the peer, as a spec ("int8:bucket=512").
+ * @mac: the frame MAC ("none", "hmac-sha256", "gmac-aes256").
+ * @fell_back: the peers shared no codec and use "none".
+ * @raw_*: bytes of tensor data; @wire_*: bytes of frames on the wire.
+ * @mac_failures: frames whose tag did not verify; @rejected: other bad frames.
+ */
+struct gradwire_stats {
+	char codec[128];
+	char mac[32];
+	uint32_t fell_back;
+	uint32_t reserved0;
+	uint64_t frames_sent, frames_recv;
+	uint64_t raw_sent, wire_sent;
+	uint64_t raw_recv, wire_recv;
+	uint64_t mac_failures, rejected;
+	uint64_t timeouts, errors;
+	uint64_t residual_resets;
+	uint64_t reserved[8];
+};
+
+/* A rank's connections to its peers and its collectives; opaque. */
+struct gradwire_context;
+
+/**
+ * struct gradwire_plugin_v1 - the exported function table.
+ * @size:    sizeof(struct gradwire_plugin_v1) of the library; a host checks
+ *           size >= offsetof(member it needs) + sizeof(void *).
+ * @version: GRADWIRE_PLUGIN_VERSION (1).
+ */
+struct gradwire_plugin_v1 {
+	size_t size;
+	unsigned version;
+
+	/**
+	 * @init: load and check every GRADWIRE_* variable of the process
+	 * environment, once (later calls return 0 until finalize()). An invalid
+	 * value or an unknown GRADWIRE_* name is -EINVAL, and err (if not NULL)
+	 * names the variable. Must succeed before context_create().
+	 */
+	int (*init)(char *err, size_t errlen);
+
+	/**
+	 * @context_create: connect rank (0 <= rank < size) to its size - 1
+	 * peers, exchanging addresses through the host's store, and negotiate
+	 * codec and MAC with each. Blocks until every peer is connected or the
+	 * GRADWIRE_TIMEOUT_MS deadline. On failure err gets a one-line reason
+	 * naming the peer. Return: 0 and *out, or -EINVAL (bad argument, init()
+	 * not called), -ENOPROTOOPT (no common codec), -EACCES (MAC policy),
+	 * -ETIMEDOUT, ...
+	 */
+	int (*context_create)(int rank, int size,
+			      const struct gradwire_store *store,
+			      struct gradwire_context **out, char *err,
+			      size_t errlen);
+
+	/**
+	 * @context_create_file: context_create() with a file store in dir, a
+	 * folder that exists and that every rank reaches (works under any
+	 * launcher that gives rank and size).
+	 */
+	int (*context_create_file)(int rank, int size, const char *dir,
+				   struct gradwire_context **out, char *err,
+				   size_t errlen);
+
+	/**
+	 * @context_destroy: close the connections (accepts NULL). Operations in
+	 * flight on peers are dropped; prints statistics if GRADWIRE_STATS=1.
+	 */
+	void (*context_destroy)(struct gradwire_context *ctx);
+
+	/**
+	 * @send: send float32 x[0..n) to peer on slot (< GRADWIRE_SLOT_MAX);
+	 * returns when the frame has left. With GRADWIRE_LOSSY the negotiated
+	 * codec may compress it (error feedback per peer and slot); without it
+	 * the values arrive exactly. The n-th send on a slot matches the peer's
+	 * n-th recv on it. Return: 0, -EINVAL, -ETIMEDOUT, ...
+	 */
+	int (*send)(struct gradwire_context *ctx, int peer, uint32_t slot,
+		    const float *x, uint64_t n, unsigned flags);
+
+	/**
+	 * @recv: receive n float32 values from peer on slot into y (or add them
+	 * to y with GRADWIRE_ADD). A frame that fails authentication or checks
+	 * is -EBADMSG / -EPROTO and leaves y untouched.
+	 */
+	int (*recv)(struct gradwire_context *ctx, int peer, uint32_t slot,
+		    float *y, uint64_t n, unsigned flags);
+
+	/** @send_bytes: send buf[0..len) to peer on slot, exactly. */
+	int (*send_bytes)(struct gradwire_context *ctx, int peer, uint32_t slot,
+			  const void *buf, size_t len);
+
+	/** @recv_bytes: receive exactly len bytes from peer on slot. */
+	int (*recv_bytes)(struct gradwire_context *ctx, int peer, uint32_t slot,
+			  void *buf, size_t len);
+
+	/**
+	 * @allreduce: ring allreduce of buf[0..n) in place; op is enum
+	 * gradwire_op. With GRADWIRE_LOSSY the hops may use the negotiated
+	 * lossy codec (error feedback per tensor length); every rank still ends
+	 * with the same bits. After a failure (e.g. -ETIMEDOUT, a dead peer)
+	 * every later collective on ctx returns the same error.
+	 */
+	int (*allreduce)(struct gradwire_context *ctx, float *buf, uint64_t n,
+			 int op, unsigned flags);
+
+	/**
+	 * @allgather: recv[r * bytes_per_rank ...] = rank r's send, exactly.
+	 * send may be recv + rank * bytes_per_rank (in place).
+	 */
+	int (*allgather)(struct gradwire_context *ctx, const void *send,
+			 void *recv, size_t bytes_per_rank);
+
+	/** @broadcast: root's buf[0..bytes) to every rank, exactly. */
+	int (*broadcast)(struct gradwire_context *ctx, int root, void *buf,
+			 size_t bytes);
+
+	/** @barrier: returns once every rank has entered it. */
+	int (*barrier)(struct gradwire_context *ctx);
+
+	/**
+	 * @stats: the counters of the connection to peer (peer != own rank).
+	 * Return: 0, or -EINVAL for a bad peer.
+	 */
+	int (*stats)(struct gradwire_context *ctx, int peer,
+		     struct gradwire_stats *out);
+
+	/**
+	 * @residuals_save: write this rank's error-feedback residuals (every
+	 * peer and slot) to path, for a checkpoint.
+	 */
+	int (*residuals_save)(struct gradwire_context *ctx, const char *path);
+
+	/**
+	 * @residuals_load: replace the residuals with those saved in path by
+	 * the same rank of a context of the same size.
+	 */
+	int (*residuals_load)(struct gradwire_context *ctx, const char *path);
+
+	/** @residuals_reset: zero every residual (e.g. after a restart). */
+	void (*residuals_reset)(struct gradwire_context *ctx);
+
+	/**
+	 * @finalize: forget the configuration loaded by init(); -EBUSY while a
+	 * context is open. init() may be called again afterwards.
+	 */
+	int (*finalize)(void);
+
+	/** @strerror: text for a return code; a static string, never NULL. */
+	const char *(*strerror)(int err);
+};
+
+/* The table itself: look it up with dlsym(handle, "gradwire_plugin_v1"). */
+GW_API extern const struct gradwire_plugin_v1 gradwire_plugin_v1;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

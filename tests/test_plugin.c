@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_plugin.c - the exported table gradwire_plugin_v1 as a host sees it:
+ * dlopen() the built libgradwire.so (path in GW_LIB), dlsym() the table,
+ * check size and version, then run three forked ranks over loopback
+ * (tcp;ofi_rxm on lo) through the table only: init, context_create_file and
+ * context_create with a host store of this file, allreduce exact and lossy
+ * (int8) against a double-precision sum, bit-identical replicas (allgather
+ * of hashes), broadcast, send/recv of tensors and bytes, barrier, stats,
+ * residual checkpoints, context_destroy, finalize. Also: an invalid or
+ * unknown GRADWIRE_* variable makes init fail naming it.
+ *
+ * This program is linked with -ldl and without the gradwire library, so
+ * every call it makes goes through the table.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "gradwire/plugin.h"
+#include "tp_fork.h"
+#include "tutil.h"
+
+#define RANKS 3
+#define N 100003		/* odd: ring chunks of unequal length */
+
+static const struct gradwire_plugin_v1 *gw;
+
+static void load_table(void)
+{
+	const char *lib = getenv("GW_LIB");
+	void *h;
+
+	if (gw)
+		return;
+	if (!lib)
+		tu_skip("GW_LIB (the path of libgradwire.so) is not set");
+	h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		printf("dlopen %s: %s\n", lib, dlerror());
+		return;
+	}
+	gw = dlsym(h, "gradwire_plugin_v1");
+	if (!gw)
+		printf("dlsym: %s\n", dlerror());
+}
+
+static void test_table(void)
+{
+	load_table();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	CU_ASSERT(gw->size >= sizeof(struct gradwire_plugin_v1));
+	CU_ASSERT_EQUAL(gw->version, GRADWIRE_PLUGIN_VERSION);
+	/* Every member after size and version is a function pointer, set. */
+	for (size_t off = offsetof(struct gradwire_plugin_v1, init);
+	     off < sizeof(*gw); off += sizeof(void (*)(void))) {
+		void (*fn)(void);
+
+		memcpy(&fn, (const char *)gw + off, sizeof(fn));
+		CU_ASSERT_PTR_NOT_NULL(fn);
+	}
+	CU_ASSERT_PTR_NOT_NULL(gw->strerror(-EINVAL));
+	CU_ASSERT_PTR_NOT_NULL(gw->strerror(-ETIMEDOUT));
+}
+
+static void expect_init_fails(const char *name, const char *value)
+{
+	char err[256] = "";
+
+	setenv(name, value, 1);
+	CU_ASSERT_EQUAL(gw->init(err, sizeof(err)), -EINVAL);
+	if (!strstr(err, name))
+		printf("\n  init error for %s=%s does not name it: \"%s\"\n",
+		       name, value, err);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, name));
+	unsetenv(name);
+}
+
+static void test_init_errors(void)
+{
+	struct gradwire_context *c = (void *)1;
+	char err[256] = "";
+
+	load_table();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	expect_init_fails("GRADWIRE_TIMEOUT_MS", "soon");
+	expect_init_fails("GRADWIRE_MAC", "sometimes");
+	expect_init_fails("GRADWIRE_CODEC", "int9");
+	expect_init_fails("GRADWIRE_CODECS", "int8");	/* unknown name: a typo */
+	/* No context before a successful init. */
+	CU_ASSERT_EQUAL(gw->context_create_file(0, 1, "/tmp", &c, err,
+						sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "init"));
+	/* Bad arguments are refused before anything connects. */
+	CU_ASSERT_EQUAL(gw->init(err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(gw->context_create_file(2, 2, "/tmp", &c, err,
+						sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(gw->context_create(0, 1, NULL, &c, err, sizeof(err)),
+			-EINVAL);
+	CU_ASSERT_EQUAL(gw->finalize(), 0);
+}
+
+/* ---- a host store: one file per key in the harness folder --------------- */
+
+static void key_path(const char *dir, const char *key, char *path, size_t cap)
+{
+	size_t o = (size_t)snprintf(path, cap, "%s/host-", dir);
+
+	for (; *key && o + 4 < cap; key++) {
+		unsigned char ch = (unsigned char)*key;
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9'))
+			path[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(path + o, cap - o, "%%%02X", ch);
+	}
+	path[o] = '\0';
+}
+
+static int host_set(void *arg, const char *key, const void *val, size_t len)
+{
+	char path[512], tmp[600];
+	FILE *f;
+
+	key_path(arg, key, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	f = fopen(tmp, "wb");
+	if (!f)
+		return -errno;
+	if (fwrite(val, 1, len, f) != len) {
+		fclose(f);
+		return -EIO;
+	}
+	if (fclose(f) || rename(tmp, path))
+		return -errno;
+	return 0;
+}
+
+static ssize_t host_get(void *arg, const char *key, void *buf, size_t cap,
+			int timeout_ms)
+{
+	struct timespec ts = { 0, 2 * 1000 * 1000 };
+	char path[512];
+
+	key_path(arg, key, path, sizeof(path));
+	for (int waited = 0;; waited += 2) {
+		FILE *f = fopen(path, "rb");
+
+		if (f) {
+			size_t len = fread(buf, 1, cap, f);
+			int more = fgetc(f) != EOF;
+
+			fclose(f);
+			return more ? -ENOSPC : (ssize_t)len;
+		}
+		if (waited >= timeout_ms)
+			return -ETIMEDOUT;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- three ranks through the table -------------------------------------- */
+
+static uint64_t seed_of(int rank, int step)
+{
+	return (uint64_t)rank * 7919 + (uint64_t)step * 104729 + 1;
+}
+
+static uint64_t hash_of(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+#define FAIL(code, ...) do { fprintf(stderr, "rank %d: ", rank); \
+	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); rc = (code); \
+	goto out; } while (0)
+
+/*
+ * Allreduce of every rank's tu_fill(seed_of(r, step)) data. Exact (flags 0):
+ * within 1e-5 of the sum in double. Lossy (int8): each of the ring's three
+ * lossy hops errs by at most half a quantisation step, a step being at most
+ * max|partial sum| / 127; the bound allows size steps per element.
+ */
+static int check_allreduce(struct gradwire_context *c, int rank, int size,
+			   int step, unsigned flags)
+{
+	float *y = tu_alloc(N * 4), *x = tu_alloc(N * 4);
+	double *exact = tu_alloc(N * 8), *mag = tu_alloc(N * 8), maxmag = 0;
+	uint64_t h, *all = tu_alloc(sizeof(uint64_t) * RANKS);
+	int rc;
+
+	for (int r = 0; r < size; r++) {
+		tu_fill(x, N, seed_of(r, step));
+		for (int i = 0; i < N; i++) {
+			exact[i] += x[i];
+			mag[i] += fabs(x[i]);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		maxmag = mag[i] > maxmag ? mag[i] : maxmag;
+	tu_fill(y, N, seed_of(rank, step));
+	rc = gw->allreduce(c, y, N, GRADWIRE_SUM, flags);
+	if (rc)
+		FAIL(20, "allreduce: %s", gw->strerror(rc));
+	for (int i = 0; i < N; i++) {
+		double bound = flags ? size * maxmag / 127 : 1e-5 * mag[i] + 1e-30;
+
+		if (!(fabs(y[i] - exact[i]) <= bound))
+			FAIL(21, "allreduce flags %u: y[%d] = %.9g, sum %.9g",
+			     flags, i, y[i], exact[i]);
+	}
+	/* Every replica holds the same bits. */
+	h = hash_of(y, N * 4);
+	rc = gw->allgather(c, &h, all, sizeof(h));
+	if (rc)
+		FAIL(22, "allgather: %s", gw->strerror(rc));
+	for (int r = 0; r < size; r++)
+		if (all[r] != h)
+			FAIL(23, "rank %d's result differs from mine", r);
+out:
+	free(y), free(x), free(exact), free(mag), free(all);
+	return rc;
+}
+
+struct run_arg {
+	int host_store;		/* context_create with this file's store */
+};
+
+static int body(int rank, int size, const char *dir, void *varg)
+{
+	const struct run_arg *a = varg;
+	struct gradwire_store store = {
+		.size = sizeof(store), .set = host_set, .get = host_get,
+		.arg = (void *)dir,
+	};
+	struct gradwire_context *c = NULL;
+	struct gradwire_stats st;
+	char err[512] = "", path[512];
+	float v[16], w[16];
+	uint8_t bytes[100];
+	int rc, next = (rank + 1) % size, prev = (rank + size - 1) % size;
+
+	setenv("GRADWIRE_PROVIDER", "tcp;ofi_rxm", 1);
+	setenv("GRADWIRE_IFACE", "lo", 1);
+	setenv("GRADWIRE_CODEC", "int8", 1);
+	setenv("GRADWIRE_MIN_COMPRESS_BYTES", "4096", 1);
+	setenv("GRADWIRE_TIMEOUT_MS", "20000", 1);
+	rc = gw->init(err, sizeof(err));
+	if (rc)
+		FAIL(10, "init: %s (%s)", err, gw->strerror(rc));
+	if (a->host_store)
+		rc = gw->context_create(rank, size, &store, &c, err, sizeof(err));
+	else
+		rc = gw->context_create_file(rank, size, dir, &c, err, sizeof(err));
+	if (rc)
+		FAIL(11, "context_create: %s (%s)", err, gw->strerror(rc));
+
+	/* Lossy first: the stats then show the codec compressed. */
+	rc = check_allreduce(c, rank, size, 1, GRADWIRE_LOSSY);
+	if (rc)
+		goto out;
+	/* Ring: this rank sends to next and receives from prev. Three of the
+	 * four hops a chunk makes are int8 (about a quarter of the bytes). */
+	rc = gw->stats(c, next, &st);
+	if (rc)
+		FAIL(30, "stats: %s", gw->strerror(rc));
+	if (strncmp(st.codec, "int8", 4) || !st.frames_sent ||
+	    !(st.wire_sent < st.raw_sent / 4 * 3) || strcmp(st.mac, "none"))
+		FAIL(31, "stats to %d: codec %s, mac %s, %llu frames, wire %llu "
+		     "of raw %llu", next, st.codec, st.mac,
+		     (unsigned long long)st.frames_sent,
+		     (unsigned long long)st.wire_sent,
+		     (unsigned long long)st.raw_sent);
+	rc = gw->stats(c, prev, &st);
+	if (rc || !st.frames_recv || st.mac_failures || st.rejected)
+		FAIL(32, "stats from %d: %llu frames, %d", prev,
+		     (unsigned long long)st.frames_recv, rc);
+	if (gw->stats(c, rank, &st) != -EINVAL)
+		FAIL(33, "stats of itself");
+	rc = check_allreduce(c, rank, size, 2, 0);
+	if (rc)
+		goto out;
+
+	/* AVG is the sum over size, the same on every rank. */
+	for (int i = 0; i < 16; i++)
+		v[i] = (float)(rank + 1) * (float)i;
+	rc = gw->allreduce(c, v, 16, GRADWIRE_AVG, 0);
+	for (int i = 0; !rc && i < 16; i++)
+		if (v[i] != (float)i * 2.0f)	/* (1 + 2 + 3) / 3 */
+			FAIL(40, "avg: v[%d] = %g", i, v[i]);
+
+	/* Broadcast from rank 1. */
+	for (int i = 0; i < 100; i++)
+		bytes[i] = rank == 1 ? (uint8_t)(i * 7 + 3) : 0;
+	rc = rc ? rc : gw->broadcast(c, 1, bytes, sizeof(bytes));
+	if (rc)
+		FAIL(41, "broadcast: %s", gw->strerror(rc));
+	for (int i = 0; i < 100; i++)
+		if (bytes[i] != (uint8_t)(i * 7 + 3))
+			FAIL(42, "broadcast: byte %d", i);
+
+	/* Point to point around the ring: a tensor (exact), then bytes. */
+	for (int i = 0; i < 16; i++)
+		v[i] = (float)rank + (float)i / 16;
+	rc = gw->send(c, next, 5, v, 16, 0);
+	if (!rc)
+		rc = gw->recv(c, prev, 5, w, 16, 0);
+	if (rc)
+		FAIL(43, "send/recv: %s", gw->strerror(rc));
+	for (int i = 0; i < 16; i++)
+		if (w[i] != (float)prev + (float)i / 16)
+			FAIL(44, "recv: w[%d] = %g", i, w[i]);
+	memset(bytes, rank, sizeof(bytes));
+	rc = gw->send_bytes(c, next, 6, bytes, sizeof(bytes));
+	if (!rc)
+		rc = gw->recv_bytes(c, prev, 6, bytes, sizeof(bytes));
+	if (rc)
+		FAIL(45, "send/recv bytes: %s", gw->strerror(rc));
+	if (bytes[0] != prev || bytes[99] != bytes[0])
+		FAIL(46, "recv_bytes: %d", bytes[0]);
+	if (gw->send(c, next, GRADWIRE_SLOT_MAX, v, 16, 0) != -EINVAL ||
+	    gw->send(c, rank, 5, v, 16, 0) != -EINVAL)
+		FAIL(47, "send accepted a collective's slot or itself");
+
+	/* Residual checkpoint: save, reset, load. */
+	snprintf(path, sizeof(path), "%s/res-%d", dir, rank);
+	rc = gw->residuals_save(c, path);
+	if (!rc) {
+		gw->residuals_reset(c);
+		rc = gw->residuals_load(c, path);
+	}
+	if (rc)
+		FAIL(48, "residuals: %s", gw->strerror(rc));
+
+	rc = gw->barrier(c);
+	if (rc)
+		FAIL(49, "barrier: %s", gw->strerror(rc));
+	if (gw->finalize() != -EBUSY)
+		FAIL(50, "finalize with an open context");
+out:
+	gw->context_destroy(c);
+	if (gw->finalize() && !rc) {
+		fprintf(stderr, "rank %d: finalize\n", rank);
+		rc = 51;
+	}
+	return rc;
+}
+
+static void run(int host_store)
+{
+	struct run_arg a = { host_store };
+	int codes[RANKS];
+
+	load_table();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	tp_pin_loopback();
+	CU_ASSERT_EQUAL_FATAL(tp_run(RANKS, 120, body, &a, codes), 0);
+	for (int r = 0; r < RANKS; r++) {
+		if (codes[r])
+			printf("\n  rank %d exited %d\n", r, codes[r]);
+		CU_ASSERT_EQUAL(codes[r], 0);
+	}
+}
+
+static void test_ranks_file_store(void) { run(0); }
+static void test_ranks_host_store(void) { run(1); }
+
+int main(void)
+{
+	CU_TestInfo tests[] = {
+		{ "table", test_table },
+		{ "init errors", test_init_errors },
+		{ "3 ranks, file store", test_ranks_file_store },
+		{ "3 ranks, host store", test_ranks_host_store },
+		CU_TEST_INFO_NULL,
+	};
+
+	return tu_run("plugin", tests);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tp_fork.h - fork ranks for multi-process tests (tp_fork.c); needs nothing
+ * of gradwire. tp_harness.h adds the transport helpers on top.
+ *
+ * tp_run() forks `size` ranks that share a fresh file-store folder
+ * (mkdtemp, removed afterwards). Each child arms alarm() so it dies rather
+ * than hang, runs its body and exits with the body's return value; the
+ * parent reaps every child by a deadline and SIGKILLs stragglers. A child
+ * killed by signal s reports 128 + s; in a sanitizer build, a child whose
+ * body succeeded but leaked memory reports TP_LEAKED.
+ */
+#ifndef GW_TP_FORK_H
+#define GW_TP_FORK_H
+
+#define TP_MAX_RANKS 8
+
+typedef int (*tp_body)(int rank, int size, const char *dir, void *arg);
+
+/* Exit code of a rank whose body succeeded but leaked (sanitizer builds). */
+#define TP_LEAKED 99
+
+/* FI_TCP_IFACE and FI_SOCKETS_IFACE = "lo" for this process and its children. */
+void tp_pin_loopback(void);
+/* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
+ * when the harness itself failed. */
+int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);
+
+#endif
