@@ -879,16 +879,6 @@ int main(void)
 		{ "10,000 messages", test_long_run },
 		CU_TEST_INFO_NULL,
 	};
-	const char *only = getenv("GW_TEST_ONLY");
-
 	tp_pin_loopback();
-	if (only) {	/* keep the tests whose name holds GW_TEST_ONLY */
-		CU_TestInfo *w = tests;
-
-		for (CU_TestInfo *t = tests; t->pName; t++)
-			if (strstr(t->pName, only))
-				*w++ = *t;
-		*w = (CU_TestInfo)CU_TEST_INFO_NULL;
-	}
 	return tu_run("conn", tests);
 }

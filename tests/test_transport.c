@@ -689,16 +689,5 @@ int main(void)
 			 "fi_getinfo/open of shm "
 			 "failed (probe exit %d)",
 			 codes[0]);
-	/* GW_TEST_ONLY=substring runs the matching tests only (debugging). */
-	const char *only = getenv("GW_TEST_ONLY");
-
-	if (only) {
-		size_t k = 0;
-
-		for (size_t i = 0; tests[i].pName; i++)
-			if (strstr(tests[i].pName, only))
-				tests[k++] = tests[i];
-		tests[k] = (CU_TestInfo)CU_TEST_INFO_NULL;
-	}
 	return tu_run("transport", tests);
 }

@@ -13,8 +13,17 @@ int tu_run(const char *suite, CU_TestInfo *tests)
 		{ (char *)suite, NULL, NULL, NULL, NULL, tests },
 		CU_SUITE_INFO_NULL,
 	};
+	const char *only = getenv("GW_TEST_ONLY");
 	unsigned fails;
 
+	if (only) {	/* run only the tests whose name holds GW_TEST_ONLY */
+		CU_TestInfo *w = tests;
+
+		for (CU_TestInfo *t = tests; t->pName; t++)
+			if (strstr(t->pName, only))
+				*w++ = *t;
+		*w = (CU_TestInfo)CU_TEST_INFO_NULL;
+	}
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 2;
 	if (CU_register_suites(suites) != CUE_SUCCESS)

@@ -4,6 +4,7 @@
  *
  * tu_run() registers one suite per program (named after the module it
  * tests), runs it in CUnit's basic mode and turns failures into exit 1.
+ * GW_TEST_ONLY=substring keeps only the tests whose name holds it.
  * tu_skip() exits 77 (meson's "skipped") after saying why, so a test that
  * cannot run here never passes silently.
  */
