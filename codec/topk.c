@@ -176,10 +176,10 @@ static void sel_step(const float *v, uint64_t m, struct sel *s)
 
 /* ---- the generic pass ---------------------------------------------------- */
 
-static uint64_t collect_generic(const float *x, const float *res, float *res_out,
-				uint64_t len, uint64_t base, uint32_t tlow,
-				uint32_t *cidx, float *cval, uint64_t room,
-				int *overflow, struct gw_topk_nf *nf)
+uint64_t gw_topk_collect_generic(const float *x, const float *res, float *res_out,
+				 uint64_t len, uint64_t base, uint32_t tlow,
+				 uint32_t *cidx, float *cval, uint64_t room,
+				 int *overflow, struct gw_topk_nf *nf)
 {
 	uint64_t m = 0;
 
@@ -488,7 +488,7 @@ static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch,
 {
 	(void)state;
 	return gw_topk_encode(c, scratch, x, res, res_out, n, out, cap, info,
-			      collect_generic);
+			      gw_topk_collect_generic);
 }
 
 const struct gw_codec_ops gw_topk_generic = {

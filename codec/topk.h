@@ -55,6 +55,12 @@ typedef uint64_t (*gw_topk_collect_fn)(const float *x, const float *res, float *
 				       uint32_t *cidx, float *cval, uint64_t room,
 				       int *overflow, struct gw_topk_nf *nf);
 
+/* The generic filter pass (topk.c): the reference, and the SIMD tails. */
+uint64_t gw_topk_collect_generic(const float *x, const float *res, float *res_out,
+				 uint64_t len, uint64_t base, uint32_t tlow,
+				 uint32_t *cidx, float *cval, uint64_t room,
+				 int *overflow, struct gw_topk_nf *nf);
+
 size_t gw_topk_bound(const struct gw_codec *c, uint64_t n);
 size_t gw_topk_scratch_size(const struct gw_codec *c, uint64_t n);
 ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x,

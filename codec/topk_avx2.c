@@ -64,25 +64,17 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 			_mm256_storeu_ps(res_out + i, _mm256_andnot_ps(_mm256_castsi256_ps(cv), y));
 		iv = _mm256_add_epi32(iv, step);
 	}
-	for (; i < len; i++) {
-		float y = ef ? x[i] + res[i] : x[i];
-		uint32_t key = gw_f2u(y) & GW_TOPK_ABS;
+	if (i < len) {	/* the last few values: the generic pass, shifted by i */
+		/* Whole-vector stores may leave m up to 7 past room (the
+		 * scratch has slack for that): then the tail has no room. */
+		uint64_t got = gw_topk_collect_generic(x + i, ef ? res + i : NULL,
+						       ef ? res_out + i : NULL, len - i,
+						       base + i, tlow, cidx + m, cval + m,
+						       room > m ? room - m : 0, overflow, nf);
 
-		if (ef)
-			res_out[i] = y;
-		if (key >= GW_TOPK_INF) {
-			gw_topk_nf_mask(nf, base + i, 1);
-		} else if (key >= tlow) {
-			if (m < room) {
-				cidx[m] = (uint32_t)i;
-				cval[m] = y;
-				m++;
-				if (ef)
-					res_out[i] = 0;
-			} else {
-				*overflow = 1;
-			}
-		}
+		for (uint64_t k = m; k < m + got; k++)
+			cidx[k] += (uint32_t)i;
+		m += got;
 	}
 	return m;
 }
