@@ -292,13 +292,28 @@ static int plugin_recv_bytes(struct gradwire_context *g, int peer,
 	return rc ? rc : gw_ctx_wait(g->ctx, &r);
 }
 
+static bool bad_reduce(const struct gradwire_context *g, const float *buf,
+		       uint64_t n, int op, unsigned flags)
+{
+	return !g || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
+	       (flags & ~GRADWIRE_LOSSY);
+}
+
 static int plugin_allreduce(struct gradwire_context *g, float *buf,
 			    uint64_t n, int op, unsigned flags)
 {
-	if (!g || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
-	    (flags & ~GRADWIRE_LOSSY))
+	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
 	return gw_coll_allreduce(g->coll, buf, n, (enum gw_coll_op)op, flags);
+}
+
+static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id,
+			       float *buf, uint64_t n, int op, unsigned flags)
+{
+	if (bad_reduce(g, buf, n, op, flags))
+		return -EINVAL;
+	return gw_coll_allreduce_id(g->coll, id, buf, n, (enum gw_coll_op)op,
+				    flags);
 }
 
 static int plugin_allgather(struct gradwire_context *g, const void *send,
@@ -388,4 +403,5 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.residuals_reset = plugin_residuals_reset,
 	.finalize = plugin_finalize,
 	.strerror = gw_strerror,
+	.allreduce_id = plugin_allreduce_id,
 };

@@ -193,7 +193,7 @@ static uint64_t hash_of(const void *p, size_t len)
  * max|partial sum| / 127; the bound allows size steps per element.
  */
 static int check_allreduce(struct gradwire_context *c, int rank, int size,
-			   int step, unsigned flags)
+			   int step, unsigned flags, int id)
 {
 	float *y = tu_alloc(N * 4), *x = tu_alloc(N * 4);
 	double *exact = tu_alloc(N * 8), *mag = tu_alloc(N * 8), maxmag = 0;
@@ -210,9 +210,10 @@ static int check_allreduce(struct gradwire_context *c, int rank, int size,
 	for (int i = 0; i < N; i++)
 		maxmag = mag[i] > maxmag ? mag[i] : maxmag;
 	tu_fill(y, N, seed_of(rank, step));
-	rc = gw->allreduce(c, y, N, GRADWIRE_SUM, flags);
+	rc = id < 0 ? gw->allreduce(c, y, N, GRADWIRE_SUM, flags)
+		    : gw->allreduce_id(c, (uint32_t)id, y, N, GRADWIRE_SUM, flags);
 	if (rc)
-		FAIL(20, "allreduce: %s", gw->strerror(rc));
+		FAIL(20, "allreduce (id %d): %s", id, gw->strerror(rc));
 	for (int i = 0; i < N; i++) {
 		double bound = flags ? size * maxmag / 127 : 1e-5 * mag[i] + 1e-30;
 
@@ -267,7 +268,7 @@ static int body(int rank, int size, const char *dir, void *varg)
 		FAIL(11, "context_create: %s (%s)", err, gw->strerror(rc));
 
 	/* Lossy first: the stats then show the codec compressed. */
-	rc = check_allreduce(c, rank, size, 1, GRADWIRE_LOSSY);
+	rc = check_allreduce(c, rank, size, 1, GRADWIRE_LOSSY, -1);
 	if (rc)
 		goto out;
 	/* Ring: this rank sends to next and receives from prev. Three of the
@@ -288,7 +289,11 @@ static int body(int rank, int size, const char *dir, void *varg)
 		     (unsigned long long)st.frames_recv, rc);
 	if (gw->stats(c, rank, &st) != -EINVAL)
 		FAIL(33, "stats of itself");
-	rc = check_allreduce(c, rank, size, 2, 0);
+	rc = check_allreduce(c, rank, size, 2, 0, -1);
+	if (rc)
+		goto out;
+	/* The same length under its own id: its own slots and residuals. */
+	rc = check_allreduce(c, rank, size, 3, GRADWIRE_LOSSY, 5);
 	if (rc)
 		goto out;
 

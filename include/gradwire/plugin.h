@@ -213,6 +213,15 @@ struct gradwire_plugin_v1 {
 
 	/** @strerror: text for a return code; a static string, never NULL. */
 	const char *(*strerror)(int err);
+
+	/**
+	 * @allreduce_id: allreduce() of the tensor the host calls id (the same
+	 * id on every rank, e.g. a DDP bucket index). Its error feedback and
+	 * codec state are its own, even when another tensor has the same
+	 * length (allreduce() tells tensors apart by length only).
+	 */
+	int (*allreduce_id)(struct gradwire_context *ctx, uint32_t id,
+			    float *buf, uint64_t n, int op, unsigned flags);
 };
 
 /* The table itself: look it up with dlsym(handle, "gradwire_plugin_v1"). */
