@@ -48,6 +48,23 @@ static void copy_scan(const float *x, const float *res, float *o, uint64_t n,
 	}
 }
 
+uint64_t gw_first_nonfinite(const float *x, uint64_t n)
+{
+	enum { CHUNK = 2048 };
+
+	for (uint64_t i = 0; i < n; i += CHUNK) {
+		uint64_t e = n - i < CHUNK ? n : i + CHUNK;
+		uint32_t bad = 0;
+
+		for (uint64_t j = i; j < e; j++)
+			bad |= (gw_f2u(x[j]) & 0x7f800000u) == 0x7f800000u;
+		for (uint64_t j = i; bad && j < e; j++)
+			if (gw_nonfinite(x[j]))
+				return j;
+	}
+	return n;
+}
+
 static ssize_t none_encode(const struct gw_codec *c, void *state, void *scratch,
 			   const float *x, const float *res, float *res_out,
 			   uint64_t n, void *out, size_t cap,

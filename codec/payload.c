@@ -65,6 +65,35 @@ ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + len;
 }
 
+ssize_t gw_payload_head_exact(const float *x, uint64_t n, void *out,
+			      size_t cap)
+{
+	uint8_t *o = out;
+	uint64_t bad;
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	return -EOPNOTSUPP;	/* the section would need byte swapping */
+#endif
+	if ((n && !x) || !out || n > GW_MAX_ELEMS)
+		return -EINVAL;
+	if (cap < GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC)
+		return -ENOSPC;
+	bad = gw_first_nonfinite(x, n);
+	o[0] = GW_PAYLOAD_VERSION;
+	o[1] = GW_CODEC_NONE;
+	o[2] = GW_DTYPE_F32;
+	o[3] = bad < n ? GW_PF_NONFINITE : 0;
+	gw_put32(o + 4, 0);
+	gw_put64(o + 8, n);
+	gw_put64(o + 16, n * 4);
+	if (bad == n)
+		return GW_PAYLOAD_HDR;
+	gw_put64(o + 24, bad);
+	gw_put32(o + 32, gw_f2u(x[bad]));
+	gw_put32(o + 36, 0);
+	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC;
+}
+
 int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
 {
 	const uint8_t *b = buf;

@@ -6,20 +6,22 @@
  *
  *   GW_COLL_SLOT_BASE + (ident << STEP_BITS) + step
  *   ident 0: barrier (step = round), 1: broadcast, 2: allgather,
- *         3 + k: allreduce stream k (step 0 .. 2 * (size - 1) - 1)
+ *         3 + k: allreduce stream k (step = unit, below)
  *
  * Allreduce (ring). buf is cut into size chunks whose lengths differ by at
- * most one; chunk k starts at k * q + min(k, n % size). Reduce-scatter step s
- * sends chunk (rank - s) to next and adds chunk (rank - s - 1) from prev into
- * place (GW_CTX_ADD); the receive is posted first, then the send, then both
- * are waited (full duplex). After size - 1 steps rank r owns chunk r + 1.
- * Allgather step s sends chunk (rank + 1 - s) and receives chunk (rank - s)
- * over its old contents. When lossy, at step 0 the owner sends its chunk
- * with gw_ctx_isend_sent() and replaces its copy with what the next rank
- * decodes; every later hop forwards the payload it received byte for byte
- * (gw_ctx_isend_fwd), so the chunk stays compressed on every hop and every
- * rank ends with the owner's bits. Empty chunks (n < size) are not sent: both
- * sides know the lengths.
+ * most one; chunk k starts at k * q + min(k, n % size). Ring step t sends
+ * chunk (rank - t) to next and takes chunk (rank - t - 1) from prev: for
+ * t < size - 1 it adds into place (reduce-scatter, GW_CTX_ADD), after which
+ * rank r owns chunk r + 1; the next size - 1 steps overwrite (allgather).
+ * Each chunk travels in segments (gw_coll_set_segment(), 1 MiB by default),
+ * and a segment moves on as soon as it has arrived (see ring_run()), so
+ * encoding, the wire and decoding of different segments overlap. Every
+ * (step, segment) unit has its own slot, hence its own error-feedback
+ * residual. When lossy, the owner encodes its segments once at the first
+ * allgather step and keeps what the next rank decodes; every later hop
+ * forwards the payload it received byte for byte (gw_ctx_isend_fwd), so
+ * every rank ends with the owner's bits. Empty segments (n < size, or a
+ * short last chunk) are not sent: both sides know the lengths.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,8 +40,11 @@ struct gw_coll {
 	int err;			/* first failure; every later call returns it */
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
-	float *scratch;			/* the owner's chunk as the next rank decodes it */
+	uint64_t seg;			/* allreduce segment, in values (0: whole chunks) */
+	float *scratch;			/* the owner's segment as the next rank decodes it */
 	uint64_t scratch_n;
+	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
+	uint32_t req_n;
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -72,6 +77,7 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 	c->ctx = ctx;
 	c->rank = gw_ctx_rank(ctx);
 	c->size = gw_ctx_size(ctx);
+	c->seg = GW_COLL_SEGMENT_BYTES / sizeof(float);
 	*out = c;
 	return 0;
 }
@@ -81,12 +87,18 @@ void gw_coll_destroy(struct gw_coll *c)
 	if (!c)
 		return;
 	free(c->scratch);
+	free(c->req);
 	free(c);
 }
 
 struct gw_ctx *gw_coll_ctx(const struct gw_coll *c)
 {
 	return c->ctx;
+}
+
+void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
+{
+	c->seg = bytes / sizeof(float);
 }
 
 /* Remember the first error and say where it happened. */
@@ -119,33 +131,6 @@ static int bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf
 	}
 	if (!rc && to >= 0) {
 		rc = gw_ctx_isend_bytes(c->ctx, to, slot, sbuf, len, &r[k]);
-		if (!rc)
-			k++;
-	}
-	rc2 = gw_ctx_waitall(c->ctx, r, k);
-	return rc ? rc : rc2;
-}
-
-/*
- * One ring step of floats: add into / overwrite rx[0..rn) from `from`, send
- * sx[0..sn) to `to`; sent (when set) receives what `to` decodes. Empty
- * messages are skipped on both sides.
- */
-static int float_step(struct gw_coll *c, uint32_t slot, int to, const float *sx,
-		      uint64_t sn, unsigned sflags, float *sent, int from,
-		      float *rx, uint64_t rn, unsigned rflags)
-{
-	struct gw_ctx_req r[2];
-	size_t k = 0;
-	int rc = 0, rc2;
-
-	if (rn) {
-		rc = gw_ctx_irecv(c->ctx, from, slot, rx, rn, rflags, &r[k]);
-		if (!rc)
-			k++;
-	}
-	if (!rc && sn) {
-		rc = gw_ctx_isend_sent(c->ctx, to, slot, sx, sn, sflags, sent, &r[k]);
 		if (!rc)
 			k++;
 	}
@@ -267,53 +252,147 @@ int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
 }
 
 /*
- * The allgather phase of a lossy allreduce. Step 0: the owner encodes its
- * reduced chunk once (with its residual) and keeps what the next rank will
- * decode. Step s > 0: a rank sends the chunk it received at step s - 1 by
- * forwarding that payload byte for byte (gw_ctx_isend_fwd), so the chunk
- * stays compressed on every hop and every rank decodes the same bytes; a
- * link that negotiated another codec gets the decoded values exactly.
+ * The ring as a pipeline of units. Unit u = t * nseg + j is segment j of the
+ * chunk that ring step t moves: this rank sends segment j of chunk
+ * (rank - t) to next and receives segment j of chunk (rank - t - 1) from
+ * prev (steps t < size - 1 reduce-scatter with GW_CTX_ADD, the rest
+ * allgather). The send of unit u needs the receive of unit u - nseg (the
+ * same segment one step earlier), nothing else, so a segment goes on as soon
+ * as it has arrived while the rest of its chunk is still on the wire.
+ * Receives are posted up to WINDOW units ahead and at most WINDOW sends are
+ * in flight; every rank walks the units in the same order.
  */
-static int allgather_lossy(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
+#define WINDOW 8
+
+struct ring {
+	float *buf;
+	uint64_t q, rem;	/* chunk k: OFF(k), CNT(k) */
+	uint64_t seg;		/* values per segment */
+	uint32_t nseg, units, id;
+	unsigned lossy;
+};
+
+/* Offset and length of what unit u sends (recv = 0) or receives (1). */
+static uint64_t unit_span(const struct gw_coll *c, const struct ring *g,
+			  uint32_t u, int recv, uint64_t *off)
 {
-	int size = c->size, rank = c->rank, rc = 0, rc2;
-	int next = mod(rank + 1, size), prev = mod(rank - 1, size);
-	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size;
-	struct gw_ctx_req got = { 0 };	/* the previous step's receive */
+	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)(u % g->nseg) * g->seg;
+	int k = mod(c->rank - (int)(u / g->nseg) - recv, c->size);
 
-	for (int s = 0; s < size - 1 && !rc; s++) {
-		int cs = mod(rank + 1 - s, size), cr = mod(rank - s, size);
-		uint32_t slot = slot_of(id, (uint32_t)(size - 1 + s));
-		struct gw_ctx_req r[2];
-		size_t k = 0;
+	*off = OFF(k) + lo;
+	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
+}
 
-		if (CNT(cr)) {
-			rc = gw_ctx_irecv(c->ctx, prev, slot, buf + OFF(cr), CNT(cr), 0,
-					  &r[k]);
-			if (!rc)
-				k++;
+static bool unit_rs(const struct gw_coll *c, const struct ring *g, uint32_t u)
+{
+	return u / g->nseg < (uint32_t)c->size - 1;
+}
+
+static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
+		     struct gw_ctx_req *r)
+{
+	uint64_t off, cnt = unit_span(c, g, u, 1, &off);
+
+	if (!cnt)
+		return 0;
+	return gw_ctx_irecv(c->ctx, mod(c->rank - 1, c->size),
+			    slot_of(g->id, u), g->buf + off, cnt,
+			    unit_rs(c, g, u) ? GW_CTX_ADD : 0, r);
+}
+
+/*
+ * Reduce-scatter units go out with the codec (and their own residual) when
+ * lossy. In a lossy allgather the owner's unit is encoded once and the owner
+ * keeps what the next rank decodes; later hops forward the payload they
+ * received byte for byte (gw_ctx_isend_fwd), so every rank ends with the
+ * owner's bits and every hop stays compressed; a link that negotiated
+ * another codec gets the decoded values exactly.
+ */
+static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
+		     const struct gw_ctx_req *got, struct gw_ctx_req *r)
+{
+	uint64_t off, cnt = unit_span(c, g, u, 0, &off);
+	int next = mod(c->rank + 1, c->size), rc;
+	uint32_t slot = slot_of(g->id, u);
+
+	if (!cnt)
+		return 0;
+	if (unit_rs(c, g, u) || !g->lossy)
+		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
+				    g->lossy | GW_CTX_ZEROCOPY, r);
+	if (u / g->nseg == (uint32_t)c->size - 1) {	/* the owner's hop */
+		rc = gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt,
+				       GW_CTX_LOSSY, c->scratch, r);
+		if (!rc)	/* encoded at post time: keep the sent bits */
+			memcpy(g->buf + off, c->scratch, cnt * sizeof(float));
+		return rc;
+	}
+	rc = gw_ctx_isend_fwd(c->ctx, next, slot, got, r);
+	if (rc == -EPROTO)	/* next speaks another codec */
+		rc = gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
+				  GW_CTX_ZEROCOPY, r);
+	return rc;
+}
+
+static int ring_run(struct gw_coll *c, const struct ring *g)
+{
+	struct gw_ctx_req *rr = c->req, *sr = c->req + g->units;
+	uint32_t posted = 0, swaited = 0, u, back = ((uint32_t)c->size - 1) * g->nseg;
+	int rc = 0;
+
+	memset(c->req, 0, 2 * (size_t)g->units * sizeof(*c->req));
+	for (u = 0; u < g->units && !rc; u++) {
+		while (!rc && posted < g->units && posted <= u + WINDOW)
+			rc = post_recv(c, g, posted, &rr[posted]), posted++;
+		/* An allgather receive overwrites what this rank sent size - 1
+		 * steps before; sends may go out of the buffer itself
+		 * (GW_CTX_ZEROCOPY), so that one must have left. */
+		while (!rc && u >= g->nseg + back && swaited <= u - g->nseg - back)
+			rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+		if (!rc && u >= g->nseg)	/* the segment this send passes on */
+			rc = gw_ctx_waitall(c->ctx, &rr[u - g->nseg], 1);
+		if (!rc)
+			rc = post_send(c, g, u, &rr[u - (u >= g->nseg ? g->nseg : 0)],
+				       &sr[u]);
+		while (!rc && u + 1 - swaited > WINDOW)
+			rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+	}
+	if (rc) {
+		fail(c, rc, unit_rs(c, g, u - 1) ? "allreduce reduce-scatter"
+						 : "allreduce allgather",
+		     (int)((u - 1) / g->nseg));
+		for (u = 0; u < g->units; u++) {
+			gw_ctx_abort(c->ctx, &rr[u]);
+			gw_ctx_abort(c->ctx, &sr[u]);
 		}
-		if (!rc && CNT(cs) && s == 0) {
-			rc = gw_ctx_isend_sent(c->ctx, next, slot, buf + OFF(cs), CNT(cs),
-					       GW_CTX_LOSSY, c->scratch, &r[k]);
-			if (!rc) {	/* encoded at post time: keep the sent bits */
-				memcpy(buf + OFF(cs), c->scratch, CNT(cs) * sizeof(float));
-				k++;
-			}
-		} else if (!rc && CNT(cs)) {
-			rc = gw_ctx_isend_fwd(c->ctx, next, slot, &got, &r[k]);
-			if (rc == -EPROTO)	/* next speaks another codec */
-				rc = gw_ctx_isend(c->ctx, next, slot, buf + OFF(cs),
-						  CNT(cs), 0, &r[k]);
-			if (!rc)
-				k++;
-		}
-		rc2 = gw_ctx_waitall(c->ctx, r, k);
-		rc = rc ? rc : rc2;
-		if (CNT(cr))
-			got = r[0];
-		if (rc)
-			return fail(c, rc, "allreduce allgather", s);
+		return rc;
+	}
+	/* The sends still in flight (see above), then the last receives. */
+	rc = gw_ctx_waitall(c->ctx, sr, g->units);
+	if (!rc)
+		rc = gw_ctx_waitall(c->ctx, rr, g->units);
+	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
+}
+
+/* Reserve c->req for units receives and sends, c->scratch for one segment. */
+static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg,
+			unsigned lossy)
+{
+	if (c->req_n < units) {
+		struct gw_ctx_req *r = realloc(c->req, 2 * (size_t)units * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		c->req = r;
+		c->req_n = units;
+	}
+	if (lossy && c->scratch_n < seg) {
+		float *s = realloc(c->scratch, seg * sizeof(float));
+
+		if (!s)
+			return -ENOMEM;
+		c->scratch = s;
+		c->scratch_n = seg;
 	}
 	return 0;
 }
@@ -321,11 +400,10 @@ static int allgather_lossy(struct gw_coll *c, uint32_t id, float *buf, uint64_t 
 static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 		     enum gw_coll_op op, unsigned flags)
 {
-	int size = c->size, rank = c->rank, rc;
-	int next = mod(rank + 1, size), prev = mod(rank - 1, size);
-	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size;
-	unsigned lossy = flags & GW_CTX_LOSSY;
-	uint32_t id;
+	int size = c->size, rc;
+	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg;
+	uint32_t steps = 2 * ((uint32_t)size - 1);
+	struct ring g = { .buf = buf, .q = q, .rem = rem };
 
 	if (c->err)
 		return c->err;
@@ -334,39 +412,20 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 		return -EINVAL;
 	if (size == 1 || !n)
 		goto avg;
-	id = stream_of(c, key);
-	if (lossy && c->scratch_n < CNT(0)) {
-		float *s = realloc(c->scratch, CNT(0) * sizeof(float));
-
-		if (!s)
-			return -ENOMEM;
-		c->scratch = s;
-		c->scratch_n = CNT(0);
-	}
-	for (int s = 0; s < size - 1; s++) {	/* reduce-scatter */
-		int cs = mod(rank - s, size), cr = mod(rank - s - 1, size);
-
-		rc = float_step(c, slot_of(id, (uint32_t)s), next, buf + OFF(cs),
-				CNT(cs), lossy, NULL, prev, buf + OFF(cr), CNT(cr),
-				GW_CTX_ADD);
-		if (rc)
-			return fail(c, rc, "allreduce reduce-scatter", s);
-	}
-	if (lossy) {
-		rc = allgather_lossy(c, id, buf, n);
-		if (rc)
-			return rc;
-		goto avg;
-	}
-	for (int s = 0; s < size - 1; s++) {	/* allgather, exact */
-		int cs = mod(rank + 1 - s, size), cr = mod(rank - s, size);
-		uint32_t slot = slot_of(id, (uint32_t)(size - 1 + s));
-
-		rc = float_step(c, slot, next, buf + OFF(cs), CNT(cs), 0, NULL,
-				prev, buf + OFF(cr), CNT(cr), 0);
-		if (rc)
-			return fail(c, rc, "allreduce allgather", s);
-	}
+	/* Segments of at most c->seg values, and no more units than slots. */
+	nseg = c->seg && most > c->seg ? (most + c->seg - 1) / c->seg : 1;
+	if (nseg > (UINT32_C(1) << STEP_BITS) / steps)
+		nseg = (UINT32_C(1) << STEP_BITS) / steps;
+	g.nseg = (uint32_t)nseg;
+	g.seg = (most + nseg - 1) / nseg;
+	g.units = steps * g.nseg;
+	g.lossy = flags & GW_CTX_LOSSY;
+	g.id = stream_of(c, key);
+	rc = ring_reserve(c, g.units, g.seg, g.lossy);
+	if (!rc)
+		rc = ring_run(c, &g);
+	if (rc)
+		return rc;
 avg:
 	if (op == GW_COLL_AVG && size > 1)
 		for (uint64_t i = 0; i < n; i++)

@@ -31,6 +31,7 @@
 
 #define GW_COLL_SLOT_BASE (UINT32_C(1) << 24)
 #define GW_COLL_STREAMS 32
+#define GW_COLL_SEGMENT_BYTES (UINT64_C(1) << 20)
 
 enum gw_coll_op {
 	GW_COLL_SUM = 0,
@@ -44,6 +45,11 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out);
 /** gw_coll_destroy() - accepts NULL; the context stays open. */
 void gw_coll_destroy(struct gw_coll *c);
 struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
+/**
+ * gw_coll_set_segment() - pipeline allreduce chunks in segments of about
+ * this many bytes (0: one segment per chunk). Every rank must set the same.
+ */
+void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
 
 /** gw_coll_barrier() - dissemination barrier with zero-length messages. */
 int gw_coll_barrier(struct gw_coll *c);

@@ -22,6 +22,7 @@ struct gw_config {
 	const char *codec_local;
 	bool codec_fallback;
 	uint64_t min_compress_bytes;
+	uint64_t segment_bytes;	/* allreduce pipeline segment */
 	int mac;		/* enum gw_mac_mode */
 	const char *mac_key_file;
 	const char *mac_algs;

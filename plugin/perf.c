@@ -44,6 +44,7 @@ struct opts {
 	int warmup, iters;
 	const char *codec, *provider, *iface, *store;
 	int64_t min_compress;	/* -1: GRADWIRE_MIN_COMPRESS_BYTES */
+	int64_t segment;	/* -1: GRADWIRE_SEGMENT_BYTES */
 	int timeout_s;
 	bool check, json;
 };
@@ -57,6 +58,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: gradwire-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
 		"         [--codec SPEC] [--provider P] [--iface I] [--min-compress BYTES]\n"
+		"         [--segment BYTES]\n"
 		"         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
 		"         [--timeout-s S]\n"
 		"  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
@@ -348,6 +350,8 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	rc = gw_coll_create(ctx, &c);
 	if (rc)
 		goto out;
+	gw_coll_set_segment(c, o->segment >= 0 ? (uint64_t)o->segment
+					       : cfg.segment_bytes);
 	/* What was negotiated with the next rank (all the same here). */
 	snprintf(codec, sizeof(codec), "%s", cc.codec ? cc.codec : "none");
 	if (size > 1 && !gw_ctx_stats(ctx, (rank + 1) % size, &s))
@@ -497,6 +501,7 @@ int main(int argc, char **argv)
 		{ "provider", required_argument, NULL, 'P' },
 		{ "iface", required_argument, NULL, 'I' },
 		{ "min-compress", required_argument, NULL, 'm' },
+		{ "segment", required_argument, NULL, 'S' },
 		{ "store", required_argument, NULL, 's' },
 		{ "timeout-s", required_argument, NULL, 't' },
 		{ "check", no_argument, NULL, 'C' },
@@ -506,7 +511,7 @@ int main(int argc, char **argv)
 	};
 	struct opts o = { .ranks = 2, .minb = 1 << 20, .maxb = 64 << 20, .factor = 2,
 			  .warmup = 2, .iters = 10, .min_compress = -1,
-			  .timeout_s = 600 };
+			  .segment = -1, .timeout_s = 600 };
 	int ch, rank, size, bad = 0;
 	uint64_t v;
 
@@ -524,6 +529,10 @@ int main(int argc, char **argv)
 		case 'm':
 			bad |= parse_size(optarg, &v);
 			o.min_compress = (int64_t)v;
+			break;
+		case 'S':
+			bad |= parse_size(optarg, &v);
+			o.segment = (int64_t)v;
 			break;
 		case 's': o.store = optarg; break;
 		case 't': bad |= parse_int(optarg, 1, 86400, &o.timeout_s); break;

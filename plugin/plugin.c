@@ -158,6 +158,7 @@ static int context_open(struct gradwire_context *g, int rank, int size,
 		say(err, errlen, "gradwire: collectives: %s", gw_strerror(rc));
 		goto err_count;
 	}
+	gw_coll_set_segment(g->coll, cfg.segment_bytes);
 	*out = g;
 	return 0;
 

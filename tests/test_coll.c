@@ -2,7 +2,7 @@
 /*
  * test_coll.c - the collectives (plugin/coll.c) over loopback: allreduce with
  * every kind of codec on 1..5 ranks, allgather, broadcast and barrier exact,
- * error feedback across calls, and a rank killed mid-run.
+ * error feedback across calls, and a rank killed mid-collective.
  *
  * Ranks are forked (tp_harness.h). Each rank checks its own result against
  * the exact sum computed in double from every rank's deterministic data, and
@@ -10,6 +10,7 @@
  * checks that every replica is bit-identical.
  */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +31,10 @@ struct coll_arg {
 	int timeout_ms;
 	int kill_rank;		/* dies before its kill_call-th allreduce, or -1 */
 	int kill_call;
+	int kill_ms;		/* how far into that call it dies */
 	double bound;		/* relative L2 error allowed (lossy codecs); 0: none */
 	double wire;		/* least raw/wire ratio of a lossy allreduce, or 0 */
+	uint64_t seg;		/* allreduce segment bytes (0: the default) */
 	char dir[64];		/* the parent's folder for hashes */
 };
 
@@ -58,6 +61,8 @@ static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size,
 		rc = -EADDRNOTAVAIL;
 	if (!rc)
 		rc = gw_coll_create(*ctx, &c);
+	if (!rc && a->seg)
+		gw_coll_set_segment(c, a->seg);
 	if (rc) {
 		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
 		return NULL;
@@ -265,8 +270,10 @@ static void run(int size, int limit_s, tp_body body, struct coll_arg *a)
 static void allreduce_codec(const char *codec, double bound, double wire)
 {
 	for (int size = 1; size <= 5; size++) {
+		/* Pipelined in segments that do not divide the chunks (3 to 5
+		 * ranks), and whole chunks (1, 2 ranks). */
 		struct coll_arg a = { .codec = codec, .bound = bound, .wire = wire,
-				      .kill_rank = -1,
+				      .kill_rank = -1, .seg = size > 2 ? 8188 : 0,
 				      .sizes = { 0, 1, 7, 1000, 65537 }, .nsizes = 5 };
 
 		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
@@ -440,38 +447,65 @@ static void test_feedback(void)
 	run(3, 60, body_feedback, &a);
 }
 
-/* ---- a rank killed mid-run --------------------------------------------------- */
+/* ---- a rank killed mid-collective -------------------------------------------- */
 
+/* Kills this process kill_ms after it was started (inside an allreduce). */
+static void *killer(void *arg)
+{
+	struct timespec d = { 0, *(const int *)arg * 1000000L };
+
+	nanosleep(&d, NULL);
+	raise(SIGKILL);
+	return NULL;
+}
+
+/*
+ * Rank kill_rank dies kill_ms into its kill_call-th allreduce of 16 MiB,
+ * with segments in flight. The others must fail in that very call, within
+ * the timeout; the ranks next to it name it in their error (stderr goes to
+ * "<dir>/err-<rank>" for the parent to read); later calls fail fast.
+ */
 static int body_kill(int rank, int size, const char *dir, void *arg)
 {
 	const struct coll_arg *a = arg;
 	struct gw_store *st;
 	struct gw_ctx *ctx;
-	struct gw_coll *c = open_coll(a, rank, size, dir, &st, &ctx);
-	uint64_t n = 65537;
+	struct gw_coll *c;
+	uint64_t n = UINT64_C(1) << 22;
 	float *y = tu_alloc(n * 4);
 	struct timespec t0, t1;
+	char path[128];
+	pthread_t th;
 	int rc = 0, call;
 
+	snprintf(path, sizeof(path), "%s/err-%d", a->dir, rank);
+	if (!freopen(path, "w", stderr))
+		return 9;
+	setvbuf(stderr, NULL, _IONBF, 0);
+	c = open_coll(a, rank, size, dir, &st, &ctx);
 	if (!c)
 		return 10;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (call = 0; call < 10; call++) {
-		if (rank == a->kill_rank && call == a->kill_call)
-			raise(SIGKILL);
+	for (call = 0; call < 4; call++) {
 		tu_fill(y, n, seed_of(rank, n, call));
+		if (call == a->kill_call)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (rank == a->kill_rank && call == a->kill_call &&
+		    pthread_create(&th, NULL, killer, (void *)&a->kill_ms))
+			return 11;
 		rc = gw_coll_allreduce(c, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
 		if (rc)
 			break;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rank == a->kill_rank)
+		return 12;	/* the call outlived the killer */
 	if (!rc || call != a->kill_call)
 		return 20;	/* the death went unnoticed, or was noticed early */
 	/* Later calls fail fast with the same error. */
 	if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0) != rc ||
 	    gw_coll_barrier(c) != rc)
 		return 21;
-	if (t1.tv_sec - t0.tv_sec > 4 * a->timeout_ms / 1000 + 2)
+	if (t1.tv_sec - t0.tv_sec > 2 * a->timeout_ms / 1000 + 2)
 		return 22;	/* not within the timeout */
 	free(y);
 	close_coll(c, ctx, st);
@@ -481,9 +515,32 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 static void test_killed(void)
 {
 	struct coll_arg a = { .codec = "int8", .kill_rank = 1, .kill_call = 2,
-			      .timeout_ms = 3000 };
+			      .kill_ms = 5, .timeout_ms = 3000,
+			      .seg = 256 << 10 };
+	char path[128], text[4096];
+	int named = 0;
 
+	strcpy(a.dir, "/tmp/gw-kill-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
 	run(4, 60, body_kill, &a);
+	for (int r = 0; r < 4; r++) {
+		FILE *f;
+		size_t len;
+
+		snprintf(path, sizeof(path), "%s/err-%d", a.dir, r);
+		f = fopen(path, "r");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		len = fread(text, 1, sizeof(text) - 1, f);
+		text[len] = 0;
+		fclose(f);
+		unlink(path);
+		/* Rank 2 receives from the dead rank 1: it must say so. */
+		if (r == 2)
+			CU_ASSERT_PTR_NOT_NULL(strstr(text, "from rank 1"));
+		named += r != 1 && strstr(text, "rank 1") != NULL;
+	}
+	CU_ASSERT(named >= 1);
+	rmdir(a.dir);
 }
 
 int main(void)
@@ -495,7 +552,7 @@ int main(void)
 		{ "allreduce topk", test_allreduce_topk },
 		{ "allgather, broadcast, barrier exact", test_exact },
 		{ "error feedback across calls", test_feedback },
-		{ "rank killed mid-run", test_killed },
+		{ "rank killed mid-collective", test_killed },
 		CU_TEST_INFO_NULL,
 	};
 	tp_pin_loopback();

@@ -5,6 +5,8 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <errno.h>
 #include "tutil.h"
 #include "codec_impl.h"
 
@@ -96,6 +98,32 @@ static void test_nonfinite_record(void)
 	CU_ASSERT(isinf(acc[5]) && acc[5] < 0);
 }
 
+/* The header of an exact payload, then x itself: gw_payload_encode()'s bytes. */
+static void test_head_exact(void)
+{
+	uint8_t want[GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + 4 * N];
+	uint8_t got[sizeof(want)];
+	float x[N];
+	ssize_t h, len;
+
+	tu_fill(x, N, 3);
+	for (int pass = 0; pass < 3; pass++) {
+		if (pass == 1)
+			x[N - 1] = INFINITY;	/* the last one */
+		if (pass == 2)
+			x[2] = NAN;		/* an earlier one wins */
+		len = enc(x, N, want, sizeof(want));
+		h = gw_payload_head_exact(x, N, got, sizeof(got));
+		CU_ASSERT_EQUAL_FATAL(h, pass ? 40 : 24);
+		memcpy(got + h, x, 4 * N);
+		CU_ASSERT_EQUAL_FATAL(h + 4 * N, len);
+		CU_ASSERT_EQUAL(memcmp(got, want, (size_t)len), 0);
+	}
+	CU_ASSERT_EQUAL(gw_payload_head_exact(x, N, got, 39), -ENOSPC);
+	CU_ASSERT_EQUAL(gw_payload_head_exact(NULL, N, got, sizeof(got)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_payload_head_exact(NULL, 0, got, sizeof(got)), 24);
+}
+
 /* Decode must fail with want and leave y exactly as it was. */
 static void reject(const uint8_t *buf, size_t len, uint64_t n, int want)
 {
@@ -165,6 +193,7 @@ int main(void)
 		{ "header layout and round trip", test_layout },
 		{ "empty tensor", test_empty },
 		{ "non-finite record", test_nonfinite_record },
+		{ "exact payload header for a gathered send", test_head_exact },
 		{ "malformed headers rejected, output untouched", test_rejects },
 		CU_TEST_INFO_NULL,
 	};

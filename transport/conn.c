@@ -28,6 +28,10 @@
 #define HS_SLOT 0
 #define HS_SEQ_HELLO 0
 #define HS_SEQ_FINISHED 1
+/* Exact tensors at least this large are sent without a copy when the
+ * caller allows it (GW_CTX_ZEROCOPY): below, the copy costs less than the
+ * gathered send. */
+#define GATHER_MIN (64u << 10)
 
 struct conn_slot {
 	uint32_t slot;
@@ -525,6 +529,19 @@ static int req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *bu
 	return *cs ? 0 : -ENOMEM;
 }
 
+/* A frame of flen bytes was posted on cs: account for it. */
+static void sent_posted(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
+			size_t flen, struct gw_ctx_req *r)
+{
+	r->ctx = ctx;
+	r->cs = cs;
+	r->seq = cs->send_seq++;
+	r->kind = kind;
+	r->dir = 0;
+	cs->sbusy = true;
+	cs->c->st.wire_sent += (uint64_t)flen;
+}
+
 /* Seal the frame whose body is in cs->sbuf and post it. */
 static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 		      uint8_t flags, size_t body, struct gw_ctx_req *r)
@@ -538,16 +555,48 @@ static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 		return (int)flen;
 	rc = gw_tp_isend(ctx->tp, c->peer, cs->slot, cs->send_seq, cs->sbuf,
 			 (size_t)flen, &r->tp);
+	if (!rc)
+		sent_posted(ctx, cs, kind, (size_t)flen, r);
+	return rc;
+}
+
+/*
+ * Post an exact tensor without copying it: the frame goes out gathered from
+ * its header (and payload header) in cs->sbuf, x itself, and the tag, so x
+ * must stay untouched until the send is waited for (GW_CTX_ZEROCOPY).
+ */
+static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs,
+			 const float *x, uint64_t n, struct gw_ctx_req *r)
+{
+	struct conn *c = cs->c;
+	struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, cs->slot, cs->send_seq, 0 };
+	size_t tag = gw_mac_tag_len(c->hs.mac), head;
+	struct iovec iov[3];
+	ssize_t len;
+	int rc;
+
+	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr, GW_FRAME_HDR +
+			 GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + tag);
 	if (rc)
 		return rc;
-	r->ctx = ctx;
-	r->cs = cs;
-	r->seq = cs->send_seq++;
-	r->kind = kind;
-	r->dir = 0;
-	cs->sbusy = true;
-	c->st.wire_sent += (uint64_t)flen;
-	return 0;
+	len = gw_payload_head_exact(x, n, cs->sbuf + GW_FRAME_HDR,
+				    cs->scap - GW_FRAME_HDR - tag);
+	if (len < 0)
+		return (int)len;
+	head = GW_FRAME_HDR + (size_t)len;
+	h.len = (size_t)len + n * sizeof(float);
+	rc = gw_frame_seal_split(c->tx, c->hs.mac, &h, cs->sbuf, head, x,
+				 cs->sbuf + head);
+	if (rc)
+		return rc;
+	iov[0] = (struct iovec){ cs->sbuf, head };
+	iov[1] = (struct iovec){ (void *)(uintptr_t)x, n * sizeof(float) };
+	iov[2] = (struct iovec){ cs->sbuf + head, tag };
+	rc = gw_tp_isendv(ctx->tp, c->peer, cs->slot, cs->send_seq, iov,
+			  tag ? 3 : 2, &r->tp);
+	if (!rc)
+		sent_posted(ctx, cs, GW_FRAME_TENSOR, head + n * sizeof(float) + tag, r);
+	return rc;
 }
 
 int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
@@ -575,6 +624,12 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	codec = &cs->c->hs.codec;
 	r->lossy = (flags & GW_CTX_LOSSY) && codec->ops->lossy &&
 		   n * sizeof(float) >= ctx->min_compress_bytes;
+	if (!r->lossy && !sent && (flags & GW_CTX_ZEROCOPY) &&
+	    n * sizeof(float) >= GATHER_MIN && gw_tp_can_sendv(ctx->tp, 3)) {
+		rc = post_gathered(ctx, cs, x, n, r);
+		r->n = n;
+		return rc;
+	}
 	if (!r->lossy)
 		codec = &ctx->none;
 	tag = gw_mac_tag_len(cs->c->hs.mac);
@@ -873,6 +928,29 @@ int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)
 			first = rc;
 	}
 	return first;
+}
+
+void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got = -ECANCELED;
+
+	if (!cs || r->ctx != ctx)
+		return;
+	if (r->dir == 1 && cs->stash)
+		cs->stash = 0;
+	else	/* cancels and drains, or finds it complete */
+		got = gw_tp_wait(ctx->tp, &r->tp, 0);
+	if (r->dir == 0) {
+		cs->sbusy = false;
+		if (r->res && got >= 0)	/* it left after all */
+			gw_rs_commit(r->res);
+		else if (r->res)
+			gw_rs_abort(r->res);
+	} else {
+		cs->rbusy = false;
+	}
+	r->cs = NULL;
 }
 
 int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,

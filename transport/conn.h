@@ -78,6 +78,9 @@ struct gw_ctx_req {
 
 #define GW_CTX_LOSSY 0x1u	/* isend: a lossy codec may be used */
 #define GW_CTX_ADD 0x2u		/* irecv: acc[i] += value instead of y[i] = value */
+/* isend: x stays untouched until the send is waited for, so an exact tensor
+ * may go out without a copy (gathered from the caller's buffer). */
+#define GW_CTX_ZEROCOPY 0x4u
 
 /**
  * gw_ctx_create() - connect rank to its size - 1 peers and negotiate.
@@ -136,6 +139,16 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /** gw_ctx_waitall() - wait for all; returns the first error (all are waited). */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n);
+
+/**
+ * gw_ctx_abort() - give up a posted request without waiting for it: it is
+ * cancelled (a send that had already left commits its residual, one that
+ * had not drops it; a receive's data, if any arrived, is discarded) and its
+ * (peer, slot) is free again. For a caller
+ * that failed partway through a batch; the sequence numbers of that slot
+ * are then out of step with the peer's. Accepts a request never posted.
+ */
+void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r);
 
 /**
  * gw_ctx_recv_any() - receive n values on slot from whichever of peers[]

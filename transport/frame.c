@@ -22,38 +22,43 @@ size_t gw_frame_bound(size_t body_len, enum gw_mac_alg alg)
 	return GW_FRAME_HDR + body_len + gw_mac_tag_len(alg);
 }
 
+int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
+			const struct gw_frame_hdr *h, uint8_t *head,
+			size_t head_len, const void *tail, uint8_t *tag)
+{
+	size_t tail_len = GW_FRAME_HDR + h->len - head_len;
+	struct iovec iov[2] = { { head, head_len }, { (void *)(uintptr_t)tail, tail_len } };
+
+	if ((alg != GW_MAC_NONE) != (m != NULL) ||
+	    (alg != GW_MAC_NONE && !gw_mac_tag_len(alg)))
+		return -EINVAL;
+	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) ||
+	    head_len < GW_FRAME_HDR || head_len - GW_FRAME_HDR > h->len ||
+	    (tail_len && !tail))
+		return -EINVAL;
+	put32(head, GW_FRAME_MAGIC);
+	head[4] = GW_FRAME_VERSION;
+	head[5] = h->kind;
+	head[6] = (uint8_t)alg;
+	head[7] = h->flags;
+	put32(head + 8, h->slot);
+	put32(head + 12, 0);
+	put64(head + 16, h->seq);
+	put64(head + 24, h->len);
+	return m ? gw_mac_sign(m, h->seq, h->slot, iov, tail_len ? 2 : 1, tag) : 0;
+}
+
 ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
 		      const struct gw_frame_hdr *h, uint8_t *frame, size_t cap)
 {
-	size_t tag = gw_mac_tag_len(alg), total;
-	struct iovec iov;
+	size_t tag = gw_mac_tag_len(alg);
 	int rc;
 
-	if ((alg != GW_MAC_NONE) != (m != NULL) || (alg != GW_MAC_NONE && !tag))
-		return -EINVAL;
-	if (h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES)
-		return -EINVAL;
 	if (h->len > cap || cap - h->len < GW_FRAME_HDR + tag)
 		return -ENOSPC;
-	total = GW_FRAME_HDR + h->len + tag;
-	put32(frame, GW_FRAME_MAGIC);
-	frame[4] = GW_FRAME_VERSION;
-	frame[5] = h->kind;
-	frame[6] = (uint8_t)alg;
-	frame[7] = h->flags;
-	put32(frame + 8, h->slot);
-	put32(frame + 12, 0);
-	put64(frame + 16, h->seq);
-	put64(frame + 24, h->len);
-	if (m) {
-		iov.iov_base = frame;
-		iov.iov_len = GW_FRAME_HDR + h->len;
-		rc = gw_mac_sign(m, h->seq, h->slot, &iov, 1,
+	rc = gw_frame_seal_split(m, alg, h, frame, GW_FRAME_HDR + h->len, NULL,
 				 frame + GW_FRAME_HDR + h->len);
-		if (rc)
-			return rc;
-	}
-	return (ssize_t)total;
+	return rc ? rc : (ssize_t)(GW_FRAME_HDR + h->len + tag);
 }
 
 int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,

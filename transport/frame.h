@@ -59,6 +59,17 @@ ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
 		      const struct gw_frame_hdr *h, uint8_t *frame, size_t cap);
 
 /**
+ * gw_frame_seal_split() - gw_frame_seal() of a frame kept in two pieces:
+ * head[0..head_len) holds room for the header and the start of the body,
+ * tail the rest of the body (GW_FRAME_HDR + h->len - head_len bytes); the
+ * tag goes to tag. The frame on the wire is head, tail, tag (a gathered
+ * send, so a large body is never copied). Return: 0, -EINVAL, -EIO.
+ */
+int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
+			const struct gw_frame_hdr *h, uint8_t *head,
+			size_t head_len, const void *tail, uint8_t *tag);
+
+/**
  * gw_frame_open() - authenticate and parse a hostile frame of len bytes.
  * @m, @alg: the receiving direction's MAC and the connection's algorithm.
  * @want_slot, @want_seq: what this receive was posted for.

@@ -290,8 +290,14 @@ int gw_tp_progress(struct gw_tp *tp, int timeout_ms)
 
 /* ---- posting ------------------------------------------------------------ */
 
+/*
+ * Post one send or receive of buf[0..len), or a send gathered from
+ * iov[0..iovcnt) (iov != NULL: len is their total; no registration, the
+ * caller checked that the provider needs none).
+ */
 static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, uint32_t slot,
-		uint32_t seq, void *buf, size_t len, struct gw_tp_req *req)
+		uint32_t seq, void *buf, size_t len, const struct iovec *iov, size_t iovcnt,
+		struct gw_tp_req *req)
 {
 	struct tp_op *op;
 	void *desc;
@@ -314,13 +320,16 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	op->peer = peer;
 	op->tag = gw_tp_tag(kind, slot, seq);
 	op->len = len;
-	ret = tp_mr_for(tp, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV, &op->mr, &desc);
+	desc = NULL;
+	ret = iov ? 0 : tp_mr_for(tp, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV, &op->mr, &desc);
 	if (ret)
 		goto err_put;
 	op->state = OP_POSTED;
 	deadline = gw_now_ms() + tp->cfg.timeout_ms;
 	for (;;) {
-		if (dir == OP_SEND)
+		if (iov)
+			r = fi_tsendv(tp->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);
+		else if (dir == OP_SEND)
 			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
 			r = fi_trecv(tp->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
@@ -354,19 +363,40 @@ int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, u
 		     const void *buf, size_t len, struct gw_tp_req *req)
 {
 	/* libfabric takes a non-const pointer; it only reads a send buffer. */
-	return post(tp, OP_SEND, kind, peer, slot, seq, (void *)(uintptr_t)buf, len, req);
+	return post(tp, OP_SEND, kind, peer, slot, seq, (void *)(uintptr_t)buf, len, NULL, 0, req);
 }
 
 int gw_tp_irecv_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
 		     void *buf, size_t cap, struct gw_tp_req *req)
 {
-	return post(tp, OP_RECV, kind, peer, slot, seq, buf, cap, req);
+	return post(tp, OP_RECV, kind, peer, slot, seq, buf, cap, NULL, 0, req);
 }
 
 int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
 		size_t len, struct gw_tp_req *req)
 {
 	return gw_tp_isend_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, len, req);
+}
+
+bool gw_tp_can_sendv(const struct gw_tp *tp, size_t iovcnt)
+{
+	return tp && !tp->need_mr && iovcnt <= tp->info->tx_attr->iov_limit;
+}
+
+int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
+		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
+{
+	size_t len = 0;
+
+	if (!gw_tp_can_sendv(tp, iovcnt) || !iov || !iovcnt) {
+		if (req)
+			req->op = NULL;
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	return post(tp, OP_SEND, GW_TP_KIND_DATA, peer, slot, seq, iov[0].iov_base, len, iov,
+		    iovcnt, req);
 }
 
 int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,

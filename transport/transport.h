@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -204,6 +205,18 @@ struct gw_tp_req {
  */
 int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
 		size_t len, struct gw_tp_req *req);
+/**
+ * gw_tp_can_sendv() - true when gw_tp_isendv() may gather from iovcnt
+ * buffers: the provider needs no registration and takes that many.
+ */
+bool gw_tp_can_sendv(const struct gw_tp *tp, size_t iovcnt);
+/**
+ * gw_tp_isendv() - gw_tp_isend() of the concatenation of iov[0..iovcnt),
+ * sent without copying (fi_tsendv): every buffer must stay untouched until
+ * the request is waited for. -EINVAL unless gw_tp_can_sendv().
+ */
+int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
+		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req);
 /**
  * gw_tp_irecv() - post a receive of at most cap bytes from peer only, with
  * exactly the tag (DATA, slot, seq). A longer message is an error

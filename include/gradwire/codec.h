@@ -269,6 +269,17 @@ GW_API ssize_t gw_payload_encode(const struct gw_codec *c, void *state,
 				 void *out, size_t cap);
 
 /**
+ * gw_payload_head_exact() - the start of the `none` payload of x[0..n)
+ * whose section is x's bytes as they are in memory: write the header (and
+ * the non-finite record, if x holds a NaN or Inf) to out. Sending that
+ * followed by x itself gives the bytes gw_payload_encode() with `none`
+ * writes, without copying x (little-endian hosts).
+ * Return: header bytes (24 or 40), -ENOSPC (cap < 40), -EINVAL, or
+ * -EOPNOTSUPP on a big-endian host.
+ */
+GW_API ssize_t gw_payload_head_exact(const float *x, uint64_t n, void *out,
+				     size_t cap);
+/**
  * gw_payload_parse() - check a hostile payload's header.
  * Return: 0, -EBADMSG (malformed), or -EPROTONOSUPPORT (unknown version or
  * codec this build cannot decode).
