@@ -41,6 +41,7 @@ struct conn_arg {
 	const char *want_err;	/* ...and a piece of its message */
 	int kill_rank;		/* rank that dies mid-transfer, or -1 */
 	int messages;		/* long run */
+	bool zerocopy;		/* exchange: exact sends with GW_CTX_ZEROCOPY */
 	char keydir[64];
 };
 
@@ -116,7 +117,7 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 		uint8_t *pay, *state, *state2;
 		void *scratch;
 
-		if (n * 4 < 4096 || !c.ops->lossy)	/* the context's threshold */
+		if (n * 4 < 4096 || !c.ops->lossy || a->zerocopy)	/* exact */
 			gw_codec_init(&c, gw_codec_find("none"));
 		cap = gw_payload_bound(&c, n);
 		pay = tu_alloc(cap);
@@ -132,10 +133,17 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 			ssize_t len;
 
 			data_of(x, n, rank, s);
+			if (a->zerocopy && s == 1)	/* the non-finite record */
+				x[n / 3] = NAN;
 			rc = gw_ctx_irecv(ctx, prev, (uint32_t)z + 1, y, n, 0, &req[0]);
-			if (!rc)
+			if (!rc && a->zerocopy) {	/* gathered from x */
+				rc = gw_ctx_isend(ctx, next, (uint32_t)z + 1, x, n,
+						  GW_CTX_ZEROCOPY, &req[1]);
+				memcpy(sent, x, n * 4);
+			} else if (!rc) {
 				rc = gw_ctx_isend_sent(ctx, next, (uint32_t)z + 1, x, n,
 						       GW_CTX_LOSSY, sent, &req[1]);
+			}
 			if (!rc)
 				rc = gw_ctx_waitall(ctx, req, 2);
 			if (rc) {
@@ -155,6 +163,8 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 			}
 			/* Mirror prev's encoder: same data, same residual history. */
 			data_of(x, n, prev, s);
+			if (a->zerocopy && s == 1)
+				x[n / 3] = NAN;
 			len = gw_payload_encode(&c, state, scratch, x, r.buf, r.buf, n,
 						pay, cap);
 			if (len < 0 || gw_payload_decode(pay, (size_t)len, want, n))
@@ -367,6 +377,27 @@ static void test_mac_exchange(void)
 				      .key = { key, key, key }, .kill_rank = -1,
 				      .sizes = { 3, 5000, 300000 }, .nsizes = 3,
 				      .steps = 3 };
+
+		run(3, 60, body_exchange, &a, 0);
+	}
+	unlink(key);
+	rmdir(dir);
+}
+
+/* Exact tensors sent gathered from the caller's buffer (no copy), small
+ * ones copied, a NaN among them, with the MAC off and required. */
+static void test_zerocopy(void)
+{
+	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/key", dir);
+	write_key(key, "a shared secret for the test run\n");
+	for (int m = GW_MAC_OFF; m <= GW_MAC_REQUIRED; m += 2) {
+		struct conn_arg a = { .codec = "int8", .mac_mode = m,
+				      .key = { key, key, key }, .kill_rank = -1,
+				      .sizes = { 3, 5000, 300000 }, .nsizes = 3,
+				      .steps = 3, .zerocopy = true };
 
 		run(3, 60, body_exchange, &a, 0);
 	}
@@ -873,6 +904,7 @@ int main(void)
 		{ "negotiation matrix", test_negotiation },
 		{ "fallback to none", test_fallback },
 		{ "MAC optional and required on the data path", test_mac_exchange },
+		{ "exact sends without a copy (gathered)", test_zerocopy },
 		{ "hostile peer: forged frames", test_hostile_frames },
 		{ "hostile peer: garbage handshake", test_garbage_hello },
 		{ "peer killed mid-transfer", test_killed_peer },
