@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll.h"
+#include "coll_lowrank.h"
 
 #define STEP_BITS 16
 #define ID_BARRIER 0u
@@ -40,6 +41,7 @@ struct gw_coll {
 	unsigned nstreams;
 	float *scratch;			/* the owner's chunk as the next rank decodes it */
 	uint64_t scratch_n;
+	struct gw_lowrank *lowrank;	/* PowerSGD's allreduce (coll_lowrank.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -81,6 +83,7 @@ void gw_coll_destroy(struct gw_coll *c)
 	if (!c)
 		return;
 	free(c->scratch);
+	gw_lowrank_destroy(c->lowrank);
 	free(c);
 }
 
@@ -332,6 +335,14 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
 	    (n && !buf))
 		return -EINVAL;
+	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
+		rc = gw_coll_lowrank_allreduce(c, &c->lowrank,
+					       slot_of(stream_of(c, key), 0), buf, n, op);
+		if (rc <= 0)
+			return rc < 0 ? fail(c, rc, "allreduce (low rank)", 0) : 0;
+		if (rc == GW_LOWRANK_EXACT)
+			lossy = 0;
+	}
 	if (size == 1 || !n)
 		goto avg;
 	id = stream_of(c, key);
