@@ -514,8 +514,8 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 			run_in[i] += sum[i] / size;
 		}
 		if (rank == 0)
-			printf("%s%.3f", step ? " " : "\n  random data, AVG, relative error by step: ",
-			       err);
+			printf("%s%.3f", step ? " " : "\n  random data, AVG, "
+			       "relative error by step: ", err);
 		if (err > 1.5 || record(a, "lr", rank, y, N * 4))
 			return 15;
 	}
