@@ -115,8 +115,10 @@ int gw_cpu_avx512(void);	/* AVX-512 F, BW, VL, DQ + the above */
 
 /* Spec keys shared by all implementations of a codec (codec/params.c). */
 #define GW_BUCKET_MAX (1u << 24)
+#define GW_PSGD_RANK_MAX 256u
 extern const struct gw_param_desc gw_params_topk[], gw_params_randomk[];
 extern const struct gw_param_desc gw_params_int8[], gw_params_onebit[];
+extern const struct gw_param_desc gw_params_powersgd[];
 
 #define GW_OPS_SIZE .size = sizeof(struct gw_codec_ops)
 
@@ -128,5 +130,6 @@ extern const struct gw_codec_ops gw_fp16_generic, gw_fp16_avx2, gw_fp16_avx512;
 extern const struct gw_codec_ops gw_bf16_generic, gw_bf16_avx2, gw_bf16_avx512;
 extern const struct gw_codec_ops gw_int8_generic, gw_int8_avx2, gw_int8_avx512;
 extern const struct gw_codec_ops gw_onebit_generic, gw_onebit_avx2;
+extern const struct gw_codec_ops gw_powersgd_generic;
 
 #endif

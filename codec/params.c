@@ -40,3 +40,17 @@ const struct gw_param_desc gw_params_onebit[] = {
 	  NULL, "elements that share one mean-magnitude scale" },
 	{ .key = NULL },
 };
+
+const struct gw_param_desc gw_params_powersgd[] = {
+	{ "rank", GW_PARAM_U32, FIELD(rank), 1, GW_PSGD_RANK_MAX, false, 4, NULL,
+	  "rank r of the approximation; r' = min(rows, cols, r)" },
+	{ "min_factor", GW_PARAM_F64, FIELD(min_factor), 1, 1e6, false, 2, NULL,
+	  "send uncompressed unless n >= min_factor * (rows + cols) * r'" },
+	{ "warmup", GW_PARAM_U32, FIELD(warmup), 0, 4294967295.0, false, 0, NULL,
+	  "first steps of a stream sent uncompressed" },
+	{ "seed", GW_PARAM_U64, FIELD(seed), 0, 1.8446744073709552e19, false, 0,
+	  NULL, "seed of the initial Q (the same on both sides)" },
+	{ "cols", GW_PARAM_U64, FIELD(cols), 0, 1099511627776.0, false, 0, NULL,
+	  "matrix columns, rows = ceil(n / cols); 0: cols = ceil(sqrt(n))" },
+	{ .key = NULL },
+};

@@ -27,6 +27,7 @@ static const struct gw_codec_ops *const table[] = {
 	&gw_bf16_generic,    &gw_bf16_avx2,   &gw_bf16_avx512,
 	&gw_int8_generic,    &gw_int8_avx2,   &gw_int8_avx512,
 	&gw_onebit_generic,  &gw_onebit_avx2,
+	&gw_powersgd_generic,
 };
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
 

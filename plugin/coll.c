@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll.h"
+#include "coll_lowrank.h"
 
 #define STEP_BITS 16
 #define ID_BARRIER 0u
@@ -45,6 +46,7 @@ struct gw_coll {
 	uint64_t scratch_n;
 	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
 	uint32_t req_n;
+	struct gw_lowrank *lowrank;	/* PowerSGD's allreduce (coll_lowrank.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -88,6 +90,7 @@ void gw_coll_destroy(struct gw_coll *c)
 		return;
 	free(c->scratch);
 	free(c->req);
+	gw_lowrank_destroy(c->lowrank);
 	free(c);
 }
 
@@ -404,12 +407,21 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg;
 	uint32_t steps = 2 * ((uint32_t)size - 1);
 	struct ring g = { .buf = buf, .q = q, .rem = rem };
+	unsigned lossy = flags & GW_CTX_LOSSY;
 
 	if (c->err)
 		return c->err;
 	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
 	    (n && !buf))
 		return -EINVAL;
+	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
+		rc = gw_coll_lowrank_allreduce(c, &c->lowrank,
+					       slot_of(stream_of(c, key), 0), buf, n, op);
+		if (rc <= 0)
+			return rc < 0 ? fail(c, rc, "allreduce (low rank)", 0) : 0;
+		if (rc == GW_LOWRANK_EXACT)
+			lossy = 0;
+	}
 	if (size == 1 || !n)
 		goto avg;
 	/* Segments of at most c->seg values, and no more units than slots. */
@@ -419,7 +431,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	g.nseg = (uint32_t)nseg;
 	g.seg = (most + nseg - 1) / nseg;
 	g.units = steps * g.nseg;
-	g.lossy = flags & GW_CTX_LOSSY;
+	g.lossy = lossy;
 	g.id = stream_of(c, key);
 	rc = ring_reserve(c, g.units, g.seg, g.lossy);
 	if (!rc)

@@ -71,14 +71,18 @@ int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
  * @flags: GW_CTX_LOSSY when buf holds gradients: the reduce-scatter hops and
  *      the owner's first allgather hop may use the negotiated lossy codec
  *      (with error feedback per (peer, slot)); later hops forward exactly.
- *      Whatever the codec, every rank ends with the same bits.
+ *      Whatever the codec, every rank ends with the same bits. When every
+ *      connection of every rank negotiated powersgd with the same
+ *      parameters, lossy allreduces use PowerSGD's linear form instead
+ *      (coll_lowrank.h: exact sums of the factors P and Q).
  * Return: 0 or -errno (the context's; -ETIMEDOUT when a peer died).
  */
 int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
 		      enum gw_coll_op op, unsigned flags);
 
 /** gw_coll_allreduce_id() - gw_coll_allreduce() of the tensor called id
- * (the same id on every rank): its error feedback is its own. */
+ * (the same id on every rank): its error feedback is its own. Ids
+ * 0xfffffff0 and up are reserved (PowerSGD's factors). */
 int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
 			 uint64_t n, enum gw_coll_op op, unsigned flags);
 

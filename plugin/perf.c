@@ -20,7 +20,10 @@
  * result; every rank hashes its result and the hashes are compared (bit-
  * identical replicas). One row per size: bytes, median time over iterations
  * (each iteration's time is the slowest rank's), algbw = bytes / time,
- * busbw = 2 (n - 1) / n algbw, wire_ratio = raw / wire bytes sent. The
+ * busbw = 2 (n - 1) / n algbw, wire_ratio = the tensor bytes an exact ring
+ * moves (2 (n - 1) x bytes per call, the connections' raw bytes for a ring
+ * codec) / wire bytes sent: PowerSGD's linear form sends only its factors,
+ * exactly, so its connections' own raw/wire would say ~1. The
  * error and hash come from one allreduce after the residuals were reset, so
  * error feedback from earlier calls does not blur them.
  */
@@ -270,9 +273,9 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		goto verdict;
 	for (int r = 0; r < size; r++) {
 		identical &= all[r].hash == all[0].hash;
-		raw += all[r].raw;
 		wire += all[r].wire;
 	}
+	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
 	for (int i = 0; i < o->iters; i++) {	/* the slowest rank's time */
 		times[i] = 0;
 		for (int r = 0; r < size; r++)

@@ -27,6 +27,8 @@ static const char *const specs[] = {
 	"onebit", "onebit:bucket=5", "onebit:bucket=24",
 	"topk", "topk:ratio=0.3", "topk:ratio=1",
 	"randomk", "randomk:ratio=0.5,seed=3",
+	"powersgd", "powersgd:rank=1", "powersgd:rank=8,seed=5,min_factor=1",
+	"powersgd:rank=2,warmup=1", "powersgd:rank=3,cols=5,min_factor=1.5",
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
@@ -98,6 +100,28 @@ static float maxabs(const float *y, uint64_t lo, uint64_t hi)
 	return m;
 }
 
+/*
+ * PowerSGD: P P^T M is an orthogonal projection of M, so the error norm is at
+ * most the input norm; a step with NaN/Inf travels raw (finite values exact).
+ */
+static void check_bound_powersgd(const float *y, const float *dec, uint64_t n,
+				 uint32_t flags)
+{
+	double ey = 0, ee = 0;
+	int exact = 1;
+
+	for (uint64_t i = 0; i < n; i++) {
+		if (gw_nonfinite(y[i]))
+			continue;
+		ey += (double)y[i] * y[i];
+		ee += ((double)y[i] - dec[i]) * ((double)y[i] - dec[i]);
+		exact &= gw_f2u(y[i]) == gw_f2u(dec[i]) || (y[i] == 0 && dec[i] == 0);
+	}
+	CU_ASSERT(ee <= ey * (1 + 1e-5) + 1e-30);
+	if (flags & GW_PF_NONFINITE)
+		CU_ASSERT(exact);
+}
+
 /* The stated error bound of each codec (docs/codecs.md, "Error bound"). */
 static void check_bound(const struct gw_codec *c, const float *y,
 			const float *dec, uint64_t n, int ef, uint32_t flags)
@@ -149,6 +173,9 @@ static void check_bound(const struct gw_codec *c, const float *y,
 				max_unsent = fmaxf(max_unsent, fabsf(v));
 			}
 			break;
+		case GW_CODEC_POWERSGD:	/* finite; the norm is checked below */
+			ok = !gw_nonfinite(d);
+			break;
 		case GW_CODEC_RANDOMK:	/* sent values are y (EF) or y / p */
 			if (d != 0) {
 				sent++;
@@ -163,6 +190,8 @@ static void check_bound(const struct gw_codec *c, const float *y,
 			       (unsigned long long)i, v, d);
 	}
 	CU_ASSERT(ok);
+	if (c->ops->id == GW_CODEC_POWERSGD)
+		check_bound_powersgd(y, dec, n, flags);
 	if (c->ops->id == GW_CODEC_TOPK && finite) {
 		uint64_t k = (uint64_t)ceil(p->ratio * (double)n);
 
@@ -315,7 +344,7 @@ static void test_walk_table(void)
 	}
 	printf("\n  %u implementations checked, %u skipped (CPU)\n",
 	       checked_impls, skipped_impls);
-	CU_ASSERT(checked_impls >= 7);
+	CU_ASSERT(checked_impls >= 8);
 	free(b.x); free(b.r); free(b.y); free(b.dec); free(b.dec2); free(b.acc);
 	free(b.pay); free(b.pay2); free(b.state); free(b.scratch);
 }
@@ -326,16 +355,18 @@ static void test_golden(void)
 	const char *dir = getenv("GW_VECTORS");
 	int write = getenv("GW_WRITE_VECTORS") != NULL;
 	enum { GN = 1000 };
-	static float x[GN], r[GN];
+	static float x[GN], xf[GN], r[GN];
 	static uint8_t pay[64 + 16 * GN], want[64 + 16 * GN];
 	static uint8_t state[4096];
 
 	if (!dir)
 		tu_skip("GW_VECTORS is not set (meson test sets it)");
 	tu_fill_hard(x, GN, 7, 1);
+	tu_fill_hard(xf, GN, 7, 0);	/* PowerSGD sends NaN/Inf steps raw */
 	for (size_t s = 0; s < NSPECS; s++) {
 		struct gw_codec c;
 		char err[128], path[512], name[64];
+		const float *in;
 		ssize_t len;
 		size_t got;
 		FILE *f;
@@ -354,9 +385,10 @@ static void test_golden(void)
 		memset(state, 0, sizeof(state));
 		memset(r, 0, sizeof(r));
 		CU_ASSERT_FATAL(gw_codec_state_size(&c, GN) <= sizeof(state));
-		len = gw_payload_encode(&c, state, scratch, x, r, r, GN, pay, sizeof(pay));
+		in = c.ops->id == GW_CODEC_POWERSGD ? xf : x;
+		len = gw_payload_encode(&c, state, scratch, in, r, r, GN, pay, sizeof(pay));
 		CU_ASSERT_FATAL(len > 0);
-		len = gw_payload_encode(&c, state, scratch, x, r, r, GN, pay, sizeof(pay));
+		len = gw_payload_encode(&c, state, scratch, in, r, r, GN, pay, sizeof(pay));
 		free(scratch);
 		CU_ASSERT_FATAL(len > 0);
 		if (write) {

@@ -217,6 +217,7 @@ static void run(int size, int limit_s, tp_body body, struct conn_arg *a, int wan
 static const char *const codecs[] = {
 	"none", "fp16", "bf16", "int8", "int8:rounding=stochastic,bucket=100",
 	"onebit", "topk:ratio=0.01", "randomk:ratio=0.05",
+	"powersgd:rank=4", "powersgd:rank=16,warmup=1",
 };
 
 static void test_exchange_small(void)

@@ -15,6 +15,8 @@
  * u = (next >> 40) * 2^-24, x = (u1 + u2 + u3 + u4 - 2) * 1.7320508, float32
  * throughout (the same recipe as tests/tutil.c, reimplemented so the installed
  * tool does not depend on the test helpers).
+ * With --low-rank K it is a rows x cols matrix (cols = ceil(sqrt(n))) of exact
+ * rank K plus that data / 10 as noise, to show what low-rank codecs keep.
  *
  * Decoding goes through the selected implementation (--impl, --generic), not
  * the registry's choice, so the decoder is timed as parse + c.ops->decode +
@@ -42,6 +44,7 @@
 static const char *const default_specs[] = {
 	"none", "fp16", "bf16", "int8", "int8:rounding=stochastic", "onebit",
 	"topk:ratio=0.01", "randomk:ratio=0.01",
+	"powersgd:rank=1", "powersgd:rank=4", "powersgd:rank=16",
 };
 
 struct opts {
@@ -52,6 +55,7 @@ struct opts {
 	const char *impl;
 	bool generic, ef, json, raw;
 	int runs;
+	unsigned low_rank;	/* 0: the seed's data; K: a rank-K matrix + noise */
 };
 
 struct result {
@@ -77,6 +81,8 @@ static void usage(FILE *f)
 "  -c, --codec SPEC  codec spec (repeatable), e.g. topk:ratio=0.01\n"
 "                  default: none fp16 bf16 int8 int8:rounding=stochastic onebit\n"
 "                           topk:ratio=0.01 randomk:ratio=0.01\n"
+"                           powersgd:rank=1 powersgd:rank=4 powersgd:rank=16\n"
+"                  (powersgd views 2^24 values as 4096 x 4096, 2^20 as 1024 x 1024)\n"
 "  --impl NAME     force one implementation (e.g. int8-generic) for its codec;\n"
 "                  without -c only that codec is measured\n"
 "  --generic       force the generic (reference) implementation of every codec\n"
@@ -84,6 +90,8 @@ static void usage(FILE *f)
 "  --raw           time the codec section alone (ops->encode/decode), no header\n"
 "  -r RUNS         timed runs per measurement, median reported (default 7, >= %d)\n"
 "  --json          one JSON object per line instead of the table\n"
+"  --low-rank K    input: a rows x cols matrix (cols = ceil(sqrt(n))) of exact\n"
+"                  rank K plus the seed's data / 10 as noise\n"
 "  -h, --help      this text\n", MIN_RUNS);
 }
 
@@ -110,6 +118,40 @@ static void fill_seed(float *x, uint64_t n)
 			u += (float)(sm64(&s) >> 40) * 0x1p-24f;
 		x[i] = (u - 2.0f) * 1.7320508f;
 	}
+}
+
+/*
+ * --low-rank K: a gradient-shaped matrix of rows x cols (cols = ceil(sqrt(n)),
+ * PowerSGD's default view) of exact rank K, plus the seed's data at 1/10 as
+ * noise: x = A B^T / sqrt(K) + 0.1 seed, A and B from the same recipe.
+ */
+static void fill_low_rank(float *x, uint64_t n, unsigned k)
+{
+	uint64_t cols = (uint64_t)sqrt((double)n), rows;
+	float *a, *b;
+
+	while (cols * cols < n)
+		cols++;
+	rows = n / cols + (n % cols != 0);
+	a = malloc(rows * k * sizeof(float));
+	b = malloc(cols * k * sizeof(float));
+	if (!a || !b) {
+		fprintf(stderr, "gradwire-codec-bench: out of memory\n");
+		exit(1);
+	}
+	fill_seed(a, rows * k);
+	fill_seed(b, cols * k);
+	fill_seed(x, n);
+	for (uint64_t i = 0; i < rows; i++)
+		for (uint64_t j = 0; j < cols && i * cols + j < n; j++) {
+			float t = 0;
+
+			for (unsigned l = 0; l < k; l++)
+				t += a[i * k + l] * b[j * k + l];
+			x[i * cols + j] = t / sqrtf((float)k) + 0.1f * x[i * cols + j];
+		}
+	free(a);
+	free(b);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -158,6 +200,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "ef", no_argument, NULL, 'E' },
 		{ "raw", no_argument, NULL, 'R' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "low-rank", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -199,6 +242,18 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'E': o->ef = true; break;
 		case 'R': o->raw = true; break;
 		case 'J': o->json = true; break;
+		case 'L': {
+			char *end;
+			long k = strtol(optarg, &end, 10);
+
+			if (*end || k < 1 || k > 256) {
+				fprintf(stderr, "gradwire-codec-bench: --low-rank %s: "
+					"expected 1..256\n", optarg);
+				exit(2);
+			}
+			o->low_rank = (unsigned)k;
+			break;
+		}
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -552,6 +607,9 @@ int main(int argc, char **argv)
 		       o.raw ? "raw section (ops->encode/decode)"
 			     : "payload (gw_payload_encode, parse + decode)",
 		       o.ef ? ", error feedback" : "", o.runs);
+		if (o.low_rank)
+			printf("input: rank-%u matrix + noise / 10 (--low-rank)\n",
+			       o.low_rank);
 		printf("%-28s %-16s %6s %9s %9s %9s %8s %8s %9s %10s\n", "spec", "impl", "n",
 		       "enc GB/s", "dec GB/s", "mcpy GB/s", "enc/mcpy", "dec/mcpy",
 		       "ratio", "rel_l2");
@@ -575,7 +633,10 @@ int main(int argc, char **argv)
 		b.y2 = xalloc(bytes);
 		b.dst = xalloc(bytes);
 		b.res = o.ef ? xalloc(bytes) : NULL;
-		fill_seed(b.x, b.n);
+		if (o.low_rank)
+			fill_low_rank(b.x, b.n, o.low_rank);
+		else
+			fill_seed(b.x, b.n);
 
 		for (size_t i = 0; i < o.nspecs; i++) {
 			const struct gw_codec *c = &codecs[i];

@@ -512,6 +512,24 @@ const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer)
 	return &ctx->conns[peer].hs.codec;
 }
 
+uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx)
+{
+	return ctx->min_compress_bytes;
+}
+
+int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
+			const struct gw_codec *c, struct gw_rs_entry **e)
+{
+	int reshaped, rc;
+
+	rc = gw_rs_get(ctx->rs, (uint32_t)ctx->rank, slot, n, c, e, &reshaped);
+	if (!rc && reshaped)
+		ctx_log(ctx, GW_LOG_WARN, "own slot %u: a tensor of %llu values "
+			"replaces the residual's shape; residual re-zeroed", slot,
+			(unsigned long long)n);
+	return rc;
+}
+
 /* ---- sending --------------------------------------------------------------- */
 
 /*

@@ -175,6 +175,21 @@ void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f);
 /** Set where gw_ctx_destroy() prints statistics (NULL: nowhere). */
 void gw_ctx_stats_at_exit(struct gw_ctx *ctx, FILE *f);
 
+/** gw_ctx_min_compress_bytes() - tensors below this travel exactly. */
+uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
+
+/**
+ * gw_ctx_own_residual() - this rank's own entry of the residual store for
+ * slot (peer = own rank), shaped for n values of codec c: error feedback and
+ * codec state that a collective keeps per tensor rather than per connection
+ * (PowerSGD's allreduce: the residual of M and the shared Q). Saved, loaded
+ * and reset with the connections' residuals. Created zeroed; a change of n or
+ * codec re-zeroes it and counts a reset, like any entry.
+ * Return: 0, -ENOMEM, -EINVAL.
+ */
+int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
+			const struct gw_codec *c, struct gw_rs_entry **e);
+
 /** Residual checkpointing (all peers and slots of this rank). */
 int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path);
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path);

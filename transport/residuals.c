@@ -8,7 +8,7 @@
  * Checkpoint file, little-endian:
  *   "GWRS" | u32 version (1) | u64 entries
  *   entries x { u32 peer | u32 slot | u64 n | u8 codec id | 3 x u8 0 |
- *               u32 state_len (<= 1 MiB) | n x f32 residual | state }
+ *               u32 state_len (<= 256 MiB) | n x f32 residual | state }
  *   SHA-256 of everything before it (32 bytes)
  */
 #include <errno.h>
@@ -21,7 +21,7 @@
 
 #define RS_MAGIC 0x53525747u	/* "GWRS" */
 #define RS_VERSION 1
-#define RS_STATE_MAX (1u << 20)
+#define RS_STATE_MAX (1u << 28)	/* PowerSGD keeps Q: cols x rank floats */
 
 struct gw_rs {
 	struct gw_map map;	/* (peer << 32 | slot) -> struct gw_rs_entry */

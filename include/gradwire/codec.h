@@ -69,7 +69,12 @@ struct gw_codec_params {
 	uint32_t rounding;	/* int8: enum gw_rounding */
 	uint32_t rank;		/* powersgd */
 	uint32_t reserved;
-	uint64_t seed;		/* randomk, stochastic rounding: base seed */
+	uint64_t seed;		/* randomk, stochastic rounding, powersgd: base seed */
+	/* Appended (the struct is ABI: fields are only ever added at the end). */
+	double min_factor;	/* powersgd: least size saving, else uncompressed */
+	uint32_t warmup;	/* powersgd: first steps sent uncompressed */
+	uint32_t reserved2;
+	uint64_t cols;		/* powersgd: matrix columns (0: near-square rule) */
 };
 
 struct gw_codec_ops;

@@ -42,7 +42,7 @@
 #endif
 
 static const char *const section_names[] = {
-	"none", "topk", "randomk", "fp16", "bf16", "int8", "onebit",
+	"none", "topk", "randomk", "fp16", "bf16", "int8", "onebit", "powersgd",
 };
 #define NSECTION (sizeof(section_names) / sizeof(section_names[0]))
 
@@ -52,6 +52,8 @@ static const char *const specs[] = {
 	"onebit", "onebit:bucket=3",
 	"topk:ratio=0.01", "topk:ratio=0.5", "topk:ratio=1",
 	"randomk:ratio=0.01", "randomk:ratio=0.5,seed=42",
+	"powersgd", "powersgd:rank=1,min_factor=1", "powersgd:rank=6,min_factor=1",
+	"powersgd:rank=2,cols=3,min_factor=1",
 };
 
 static const uint64_t sizes[] = { 0, 1, 7, 64, 1000 };

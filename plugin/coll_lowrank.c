@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coll_lowrank.c - PowerSGD's allreduce: the linear form of the power
+ * iteration, so that only the factors travel and every rank ends with the
+ * same low-rank approximation of the sum.
+ *
+ * Each rank r holds M_r = x_r + e_r (its gradient plus its residual), seen
+ * as a rows x cols matrix (codec/powersgd.h), and a Q that is the same on
+ * every rank (drawn from the agreed seed, then always the reduced Q):
+ *
+ *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring)
+ *   orthonormalize(P)                          (same bits everywhere)
+ *   Q_r = M_r^T P;  e_r = M_r - P Q_r^T         Q = sum_r Q_r  (exact ring)
+ *   result = P Q^T = P P^T sum_r M_r, kept Q for the next step's warm start
+ *
+ * Per step and rank, (rows + cols) * r' values enter the ring allreduces
+ * instead of n. The exact ring gives every rank the same bits of P and Q,
+ * and everything else is deterministic, so the replicas are bit-identical.
+ *
+ * When is it used. At the first lossy allreduce every rank states whether
+ * all its connections negotiated powersgd with identical parameters, and an
+ * exact allgather of (verdict, spec) makes the decision unanimous: PowerSGD
+ * for every lossy allreduce of this gw_coll, or never (the ring with the
+ * per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when it
+ * is below min_compress_bytes, when low rank does not save min_factor,
+ * during the first `warmup` steps of its stream (with its residual added),
+ * and in a step where any rank's M holds NaN/Inf or a value beyond 2^60:
+ * a flag appended to P's allreduce lets all ranks see it together; the
+ * residuals are then dropped and Q kept.
+ *
+ * State: (own rank, slot) entries of the context's residual store hold e_r
+ * and the codec state (step counter, Q), so residual checkpoints cover them.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "codec_impl.h"
+#include "powersgd.h"
+#include "residuals.h"
+#include "coll_lowrank.h"
+
+#define RANGE_MAX 0x1p60f
+#define SPEC_MAX 128
+
+struct gw_lowrank {
+	int agreed;
+	struct gw_codec codec;
+	float *p, *q, *qn;	/* rows * r + 1, cols * r, cols * r */
+	double *work;
+	size_t p_cap, q_cap, qn_cap, work_cap;
+};
+
+/* One rank's verdict as the allgather carries it. */
+struct verdict {
+	char spec[SPEC_MAX];
+	uint32_t ok;
+};
+
+void gw_lowrank_destroy(struct gw_lowrank *lr)
+{
+	if (!lr)
+		return;
+	free(lr->p);
+	free(lr->q);
+	free(lr->qn);
+	free(lr->work);
+	free(lr);
+}
+
+static int decide(struct gw_coll *c, struct gw_lowrank *lr)
+{
+	struct gw_ctx *ctx = gw_coll_ctx(c);
+	int size = gw_ctx_size(ctx), rc;
+	struct verdict mine = { { 0 }, 1 }, *all;
+
+	for (int p = 0; p < size; p++) {
+		const struct gw_codec *cd = gw_ctx_codec(ctx, p);
+		char spec[SPEC_MAX];
+
+		if (!cd)	/* our own rank */
+			continue;
+		if (cd->ops->id != GW_CODEC_POWERSGD ||
+		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
+			mine.ok = 0;
+			continue;
+		}
+		if (!mine.spec[0]) {
+			memcpy(mine.spec, spec, sizeof(spec));
+			lr->codec = *cd;
+		} else if (strcmp(mine.spec, spec)) {
+			mine.ok = 0;
+		}
+	}
+	all = calloc((size_t)size, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
+	if (!rc) {
+		lr->agreed = 1;
+		for (int r = 0; r < size; r++)
+			if (!all[r].ok || strcmp(all[r].spec, all[0].spec))
+				lr->agreed = 0;
+	}
+	free(all);
+	return rc;
+}
+
+static int grow(void **p, size_t *cap, size_t bytes)
+{
+	void *n;
+
+	if (*cap >= bytes)
+		return 0;
+	n = realloc(*p, bytes);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = bytes;
+	return 0;
+}
+
+static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
+{
+	size_t q = (size_t)v->cols * v->rank * sizeof(float);
+	int rc;
+
+	rc = grow((void **)&lr->p, &lr->p_cap,
+		  ((size_t)v->rows * v->rank + 1) * sizeof(float));
+	if (!rc)
+		rc = grow((void **)&lr->q, &lr->q_cap, q);
+	if (!rc)
+		rc = grow((void **)&lr->qn, &lr->qn_cap, q);
+	if (!rc)
+		rc = grow((void **)&lr->work, &lr->work_cap,
+			  gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
+	return rc;
+}
+
+/* M = buf + res in buf; 1 when some M value is NaN/Inf or beyond range. */
+static int form_m(float *buf, const float *res, uint64_t n)
+{
+	uint32_t bad = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		float y = buf[i] + res[i];
+
+		buf[i] = y;
+		bad |= !(fabsf(y) <= RANGE_MAX);
+	}
+	return bad != 0;
+}
+
+int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
+			      uint32_t slot, float *buf, uint64_t n,
+			      enum gw_coll_op op)
+{
+	struct gw_ctx *ctx = gw_coll_ctx(c);
+	struct gw_lowrank *lr = *lrp;
+	struct gw_rs_entry *e;
+	struct gw_psgd_view v;
+	uint64_t step, np;
+	int size = gw_ctx_size(ctx), rc;
+	float flag;
+
+	if (!lr) {
+		lr = calloc(1, sizeof(*lr));
+		if (!lr)
+			return -ENOMEM;
+		rc = decide(c, lr);
+		if (rc) {
+			free(lr);
+			return rc;
+		}
+		*lrp = lr;
+	}
+	if (!lr->agreed)
+		return GW_LOWRANK_DECLINED;
+
+	gw_psgd_view(&lr->codec.p, n, &v);
+	if (n * sizeof(float) < gw_ctx_min_compress_bytes(ctx) || !v.rank)
+		return GW_LOWRANK_EXACT;
+	rc = gw_ctx_own_residual(ctx, slot, n, &lr->codec, &e);
+	if (!rc)
+		rc = buffers(lr, &v);
+	if (rc)
+		return rc;
+	step = gw_psgd_step(e->state);
+	gw_psgd_set_step(e->state, step + 1);
+	flag = (float)form_m(buf, e->res.buf, n);	/* buf = M from here on */
+	if (step < lr->codec.p.warmup) {
+		gw_residual_reset(&e->res);
+		return GW_LOWRANK_EXACT;
+	}
+
+	/* P = M Q, summed with the "some rank cannot" flag behind it. */
+	np = v.rows * v.rank;
+	gw_psgd_q_prepare(&lr->codec.p, &v, e->state, lr->qn);
+	gw_psgd_mq(buf, &v, lr->qn, lr->p);
+	lr->p[np] = flag;
+	rc = gw_coll_allreduce_id(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1,
+				  GW_COLL_SUM, 0);
+	if (rc)
+		return rc;
+	if (lr->p[np] != 0) {
+		gw_residual_reset(&e->res);
+		return GW_LOWRANK_EXACT;
+	}
+	gw_psgd_orthonormalize(lr->p, v.rows, v.rank, lr->work);
+
+	/* Q_r = M^T P; e_r = M - P Q_r^T; Q = sum Q_r; result P Q^T. */
+	gw_psgd_mtp(buf, &v, lr->p, lr->q);
+	gw_psgd_reconstruct(lr->p, lr->q, &v, buf, e->res.buf, GW_PSGD_SUB);
+	rc = gw_coll_allreduce_id(c, GW_COLL_ID_LOWRANK_Q, lr->q,
+				  v.cols * v.rank, GW_COLL_SUM, 0);
+	if (rc)
+		return rc;
+	memcpy(gw_psgd_state_q(e->state), lr->q, (size_t)v.cols * v.rank * 4);
+	gw_psgd_reconstruct(lr->p, lr->q, &v, NULL, buf, GW_PSGD_SET);
+	if (op == GW_COLL_AVG)
+		for (uint64_t i = 0; i < n; i++)
+			buf[i] /= (float)size;
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coll_lowrank.h - PowerSGD's allreduce (coll_lowrank.c), called by the
+ * ring allreduce of coll.c for lossy tensors.
+ */
+#ifndef GW_COLL_LOWRANK_H
+#define GW_COLL_LOWRANK_H
+
+#include <stdint.h>
+#include "coll.h"
+
+/* Return values besides 0 and -errno. */
+#define GW_LOWRANK_DECLINED 1	/* not agreed: the ring with the per-hop codec */
+#define GW_LOWRANK_EXACT 2	/* agreed, but this tensor travels exactly now */
+
+/* Allreduce ids (gw_coll_allreduce_id) reserved for the factors. */
+#define GW_COLL_ID_LOWRANK_P UINT32_C(0xfffffff0)
+#define GW_COLL_ID_LOWRANK_Q UINT32_C(0xfffffff1)
+
+struct gw_lowrank;
+
+/**
+ * gw_coll_lowrank_allreduce() - allreduce buf[0..n) in place as PowerSGD's
+ * linear form, when every connection of every rank negotiated powersgd with
+ * the same parameters (decided once, by an exact allgather, at the first
+ * call: *lr holds the verdict and the buffers).
+ * @slot: the tensor's own slot; its residual and Q live in the context's
+ *        residual store under (own rank, slot).
+ * Return: 0 (done, op applied), GW_LOWRANK_DECLINED, GW_LOWRANK_EXACT (buf
+ * may now hold x + residual: reduce it exactly), or -errno.
+ */
+int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lr,
+			      uint32_t slot, float *buf, uint64_t n,
+			      enum gw_coll_op op);
+
+/** gw_lowrank_destroy() - accepts NULL. */
+void gw_lowrank_destroy(struct gw_lowrank *lr);
+
+#endif
