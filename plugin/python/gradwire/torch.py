@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: MIT
+"""A PyTorch DDP communication hook that allreduces over gradwire.
+
+    import gradwire.torch as gwt
+    state = gwt.State(warmup_steps=10)          # after init_process_group()
+    model = DDP(model)
+    model.register_comm_hook(state, gwt.hook)
+
+Every rank builds its State at the same point (it connects the ranks: a
+collective call). The hook averages each gradient bucket with gradwire's ring
+allreduce instead of the process group's; each connection uses the codec it
+negotiated from GRADWIRE_CODEC (docs/codecs.md).
+
+What travels how, per bucket:
+- float32 CPU buckets go through gradwire. Parameters with at least two
+  dimensions and at least min_compress_numel elements ("lossy" part) are
+  gathered into one contiguous buffer and allreduced with GRADWIRE_LOSSY
+  (error feedback of that bucket's own, via allreduce_id); the rest (biases,
+  norms, small tensors) are gathered into another and allreduced exactly.
+  During the first warmup_steps steps everything is exact.
+- Other floating dtypes (float64, float16, bfloat16) on CPU are averaged
+  exactly by the process group (gradwire carries float32 only).
+- Any other bucket (CUDA, integer) raises TypeError: the hook does not copy
+  device memory behind the user's back.
+
+The hook returns a completed torch.futures.Future: the allreduce runs
+synchronously inside the hook (ctypes releases the GIL during the call), so
+no Python callback runs on a worker thread (torch 1.13 can hang at teardown
+when one needs the GIL).
+
+Identifiers given to allreduce_id: 2 * bucket index (exact part) and
+2 * bucket index + 1 (lossy part); gradwire keeps 32 streams of separate
+residuals, so up to 16 buckets have all theirs apart.
+
+State checkpoint: state_dict() holds this rank's residuals (the bytes of
+residuals_save) and the step counter; every rank saves and restores its own.
+"""
+import datetime
+import os
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+from . import lib as _lib
+
+__all__ = ["State", "hook", "c10d_store_fns"]
+
+_generations = {}
+
+
+def c10d_store_fns(store, prefix):
+    """(set_fn, get_fn) for gradwire.lib.Context.create over a c10d store.
+
+    Keys live under prefix. get_fn waits with store.wait(keys, timeout) (the
+    c10d Store of torch 1.13 has no check()), so a key that does not appear
+    in time returns None (-ETIMEDOUT for the library) instead of blocking for
+    the store's own timeout; store.get() then cannot block.
+    """
+    pstore = dist.PrefixStore(prefix, store)
+
+    def set_fn(key, value):
+        pstore.set(key, value)
+
+    def get_fn(key, timeout_ms):
+        # c10d's wait() takes 0 as "no timeout": wait at least 1 ms.
+        try:
+            pstore.wait([key], datetime.timedelta(milliseconds=max(1, timeout_ms)))
+        except RuntimeError as e:
+            if "timeout" in str(e).lower():
+                return None
+            raise
+        return pstore.get(key)
+
+    return set_fn, get_fn
+
+
+class State:
+    """The hook's state: a gradwire context, the step counter, statistics.
+
+    Arguments (all optional):
+    process_group: the group whose ranks take part (default: the world). Its
+        rank and size are gradwire's.
+    store: a c10d store for the rendezvous (default: the default group's).
+    prefix: key prefix in that store; a per-process counter is appended, so
+        States created in the same order on every rank do not collide.
+    library: path of libgradwire.so (default: GW_LIB, the build folder next
+        to this package, then the system's library path).
+    warmup_steps: steps during which every bucket travels exactly.
+    min_compress_numel: parameters smaller than this travel exactly (so do
+        one-dimensional ones, whatever their size).
+    stats: record per-step statistics (wire bytes, raw bytes, ratio) in
+        self.history and self.last.
+    """
+
+    def __init__(self, process_group=None, store=None, prefix="gradwire",
+                 library=None, warmup_steps=0, min_compress_numel=1024,
+                 stats=False):
+        if not dist.is_initialized():
+            raise RuntimeError("gradwire.torch.State: call "
+                               "torch.distributed.init_process_group() first")
+        self.process_group = process_group
+        self.rank = dist.get_rank(process_group)
+        self.size = dist.get_world_size(process_group)
+        self.warmup_steps = int(warmup_steps)
+        self.min_compress_numel = int(min_compress_numel)
+        self.step = 0
+        self.want_stats = bool(stats)
+        self.history = []
+        self.last = None
+        self._totals = (0, 0)
+        self._layouts = {}
+        self.lib = _lib.load(library)
+        if store is None:
+            store = dist.distributed_c10d._get_default_store()
+        gen = _generations.get(prefix, 0)
+        _generations[prefix] = gen + 1
+        set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{gen}/")
+        self.ctx = _lib.Context.create(self.lib, self.rank, self.size,
+                                       set_fn, get_fn)
+        self.codecs = {p: self.ctx.stats(p).codec.decode()
+                       for p in range(self.size) if p != self.rank}
+
+    # -- checkpoints -------------------------------------------------------
+    def state_dict(self):
+        """This rank's residuals (opaque bytes) and step counter."""
+        fd, path = tempfile.mkstemp(prefix="gradwire-res-")
+        os.close(fd)
+        try:
+            self.ctx.residuals_save(path)
+            with open(path, "rb") as f:
+                blob = f.read()
+        finally:
+            os.unlink(path)
+        return {"version": 1, "rank": self.rank, "size": self.size,
+                "step": self.step, "residuals": blob}
+
+    def load_state_dict(self, sd):
+        """Restore what state_dict() returned on the same rank of a job of the
+        same size."""
+        if sd.get("version") != 1:
+            raise ValueError(f"gradwire state version {sd.get('version')!r}")
+        if sd["rank"] != self.rank or sd["size"] != self.size:
+            raise ValueError(f"gradwire state of rank {sd['rank']} of "
+                             f"{sd['size']} loaded on rank {self.rank} of "
+                             f"{self.size}")
+        fd, path = tempfile.mkstemp(prefix="gradwire-res-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(sd["residuals"])
+            self.ctx.residuals_load(path)
+        finally:
+            os.unlink(path)
+        self.step = int(sd["step"])
+
+    # -- statistics --------------------------------------------------------
+    def _totals_now(self):
+        raw = wire = 0
+        for p in range(self.size):
+            if p != self.rank:
+                s = self.ctx.stats(p)
+                raw += s.raw_sent
+                wire += s.wire_sent
+        return raw, wire
+
+    def _end_step(self):
+        if self.want_stats:
+            raw, wire = self._totals_now()
+            d_raw, d_wire = raw - self._totals[0], wire - self._totals[1]
+            self._totals = (raw, wire)
+            self.last = {"step": self.step, "raw_bytes": d_raw,
+                         "wire_bytes": d_wire,
+                         "ratio": d_raw / d_wire if d_wire else float("nan"),
+                         "lossy": self.step >= self.warmup_steps}
+            self.history.append(self.last)
+        self.step += 1
+
+    def close(self):
+        """Close the connections (the hook must not run afterwards)."""
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.close()
+
+    # -- the bucket --------------------------------------------------------
+    def _layout(self, bucket):
+        """[(offset, numel, lossy)] of the bucket's parameters in its buffer.
+
+        Cached per bucket index and checked against the parameter shapes
+        (DDP rebuilds its buckets after the first step).
+        """
+        params = bucket.parameters()
+        key = tuple((tuple(p.shape), p.dtype) for p in params)
+        got = self._layouts.get(bucket.index())
+        if got and got[0] == key:
+            return got[1]
+        segs, off = [], 0
+        for p in params:
+            n = p.numel()
+            segs.append((off, n, p.dim() >= 2 and n >= self.min_compress_numel))
+            off += n
+        if off != bucket.buffer().numel():
+            raise RuntimeError(f"gradwire hook: bucket {bucket.index()} has "
+                               f"{bucket.buffer().numel()} elements, its "
+                               f"parameters {off}")
+        self._layouts[bucket.index()] = (key, segs)
+        return segs
+
+    def _reduce(self, ident, t, lossy):
+        if t.numel():
+            self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG,
+                                  _lib.GRADWIRE_LOSSY if lossy else 0)
+
+    def reduce_bucket(self, bucket):
+        buf = bucket.buffer()
+        if buf.device.type != "cpu":
+            raise TypeError(f"gradwire hook: bucket on {buf.device}; gradwire "
+                            "carries host (CPU) memory only")
+        if buf.dtype in (torch.float64, torch.float16, torch.bfloat16):
+            dist.all_reduce(buf, group=self.process_group)
+            buf.div_(self.size)
+            return buf
+        if buf.dtype != torch.float32:
+            raise TypeError(f"gradwire hook: bucket of {buf.dtype}; only "
+                            "floating-point gradients are supported")
+        if not buf.is_contiguous():
+            raise RuntimeError("gradwire hook: bucket buffer is not contiguous")
+        segs = self._layout(bucket)
+        lossy_ok = self.step >= self.warmup_steps
+        idx = bucket.index()
+        if not lossy_ok or not any(s[2] for s in segs):
+            self._reduce(2 * idx, buf, False)
+        elif all(s[2] for s in segs):
+            self._reduce(2 * idx + 1, buf, True)
+        else:
+            parts = {False: [], True: []}
+            for off, n, lossy in segs:
+                parts[lossy].append(buf[off:off + n])
+            exact = torch.cat(parts[False])
+            comp = torch.cat(parts[True])
+            self._reduce(2 * idx, exact, False)
+            self._reduce(2 * idx + 1, comp, True)
+            pos = {False: 0, True: 0}
+            for off, n, lossy in segs:
+                src = comp if lossy else exact
+                buf[off:off + n].copy_(src[pos[lossy]:pos[lossy] + n])
+                pos[lossy] += n
+        return buf
+
+
+def hook(state, bucket):
+    """DDP communication hook: average bucket over gradwire (see State)."""
+    with torch.no_grad():
+        out = state.reduce_bucket(bucket)
+    if bucket.is_last():
+        state._end_step()
+    fut = torch.futures.Future()
+    fut.set_result(out)
+    return fut
