@@ -13,6 +13,7 @@ through a FileStore in a fresh folder; each trains with one configuration
 and writes a JSON result; run() returns them, or raises on failure or
 timeout. Launching this way needs no torchrun (Debian's fails in torch 1.13).
 """
+import faulthandler
 import hashlib
 import json
 import os
@@ -52,8 +53,11 @@ def params_digest(model):
     return h.hexdigest()
 
 
-def _worker(rank, world, folder, cfg):
+def _worker(rank, world, folder, cfg, timeout):
     out = os.path.join(folder, f"result-{rank}.json")
+    # A hang shows where: every thread's stack shortly before the parent
+    # gives up.
+    faulthandler.dump_traceback_later(max(1, timeout - 5), exit=True)
     try:
         res = _train(rank, world, folder, cfg)
     except BaseException as e:  # noqa: BLE001 (reported to the parent)
@@ -140,7 +144,8 @@ def _train(rank, world, folder, cfg):
     res = {"rank": rank, "losses": losses, "final_loss": final,
            "digest": digests[rank], "identical": len(set(digests)) == 1,
            "wire_bytes": wire, "raw_bytes": raw, "seconds": elapsed,
-           "codecs": state.codecs if state else {}}
+           "codecs": state.codecs if state else {},
+           "resets": [state.ctx.stats(p).residual_resets for p in range(world) if p != rank] if state else []}
     if state:
         state.close()
     dist.destroy_process_group()
@@ -157,7 +162,7 @@ def run(cfg, world=2, timeout=120):
     """
     folder = tempfile.mkdtemp(prefix="gradwire-ddp-")
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(r, world, folder, cfg))
+    procs = [ctx.Process(target=_worker, args=(r, world, folder, cfg, timeout))
              for r in range(world)]
     try:
         for p in procs:

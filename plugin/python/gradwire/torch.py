@@ -28,9 +28,13 @@ synchronously inside the hook (ctypes releases the GIL during the call), so
 no Python callback runs on a worker thread (torch 1.13 can hang at teardown
 when one needs the GIL).
 
-Identifiers given to allreduce_id: 2 * bucket index (exact part) and
-2 * bucket index + 1 (lossy part); gradwire keeps 32 streams of separate
-residuals, so up to 16 buckets have all theirs apart.
+Identifiers given to allreduce_id: the lossy part of a bucket is named by the
+canonical index of its first lossy parameter (see State._layout: DDP's first
+step and a restarted job lay buckets out differently), the exact part by
+2^31 | bucket index. gradwire keeps 32 streams of separate residuals: beyond
+32 distinct identifiers they share slots, and a tensor of another length in
+a slot re-zeroes that residual (logged), so keep to at most ~16 buckets
+(bucket_cap_mb) for error feedback to stay exact.
 
 State checkpoint: state_dict() holds this rank's residuals (the bytes of
 residuals_save) and the step counter; every rank saves and restores its own.
@@ -47,6 +51,7 @@ from . import lib as _lib
 __all__ = ["State", "hook", "c10d_store_fns"]
 
 _generations = {}
+EXACT_ID = 1 << 31  # allreduce_id of a bucket's exact part: | bucket index
 
 
 def c10d_store_fns(store, prefix):
@@ -110,6 +115,7 @@ class State:
         self.last = None
         self._totals = (0, 0)
         self._layouts = {}
+        self._canon = {}
         self.lib = _lib.load(library)
         if store is None:
             store = dist.distributed_c10d._get_default_store()
@@ -182,27 +188,37 @@ class State:
 
     # -- the bucket --------------------------------------------------------
     def _layout(self, bucket):
-        """[(offset, numel, lossy)] of the bucket's parameters in its buffer.
+        """(segments, lossy order) of the bucket: segments [(offset, numel,
+        lossy)] in buffer order, and the indices of the lossy segments in
+        canonical order.
 
-        Cached per bucket index and checked against the parameter shapes
-        (DDP rebuilds its buckets after the first step).
+        DDP lays a bucket out in one order for its first step and rebuilds
+        its buckets (in gradient-ready order) after it, and again in a job
+        restarted from a checkpoint. Residuals are positional, so the lossy
+        parameters are concatenated in a canonical order: the order in
+        which this State first saw each parameter (the same on every fresh
+        DDP model), never the bucket's current order.
         """
         params = bucket.parameters()
-        key = tuple((tuple(p.shape), p.dtype) for p in params)
+        key = tuple(p.data_ptr() for p in params)
         got = self._layouts.get(bucket.index())
         if got and got[0] == key:
-            return got[1]
+            return got[1], got[2]
         segs, off = [], 0
         for p in params:
+            self._canon.setdefault(p.data_ptr(), len(self._canon))
             n = p.numel()
-            segs.append((off, n, p.dim() >= 2 and n >= self.min_compress_numel))
+            segs.append((off, n, p.dim() >= 2 and n >= self.min_compress_numel,
+                         self._canon[p.data_ptr()]))
             off += n
         if off != bucket.buffer().numel():
             raise RuntimeError(f"gradwire hook: bucket {bucket.index()} has "
                                f"{bucket.buffer().numel()} elements, its "
                                f"parameters {off}")
-        self._layouts[bucket.index()] = (key, segs)
-        return segs
+        order = sorted((i for i, s in enumerate(segs) if s[2]),
+                       key=lambda i: segs[i][3])
+        self._layouts[bucket.index()] = (key, segs, order)
+        return segs, order
 
     def _reduce(self, ident, t, lossy):
         if t.numel():
@@ -223,26 +239,32 @@ class State:
                             "floating-point gradients are supported")
         if not buf.is_contiguous():
             raise RuntimeError("gradwire hook: bucket buffer is not contiguous")
-        segs = self._layout(bucket)
-        lossy_ok = self.step >= self.warmup_steps
+        segs, order = self._layout(bucket)
         idx = bucket.index()
-        if not lossy_ok or not any(s[2] for s in segs):
-            self._reduce(2 * idx, buf, False)
-        elif all(s[2] for s in segs):
-            self._reduce(2 * idx + 1, buf, True)
-        else:
-            parts = {False: [], True: []}
-            for off, n, lossy in segs:
-                parts[lossy].append(buf[off:off + n])
-            exact = torch.cat(parts[False])
-            comp = torch.cat(parts[True])
-            self._reduce(2 * idx, exact, False)
-            self._reduce(2 * idx + 1, comp, True)
-            pos = {False: 0, True: 0}
-            for off, n, lossy in segs:
-                src = comp if lossy else exact
-                buf[off:off + n].copy_(src[pos[lossy]:pos[lossy] + n])
-                pos[lossy] += n
+        if self.step < self.warmup_steps or not order:
+            self._reduce(EXACT_ID | idx, buf, False)
+            return buf
+        # The lossy part's identity is its first parameter's canonical
+        # index, so it keeps its residuals when DDP renumbers its buckets.
+        lossy_id = segs[order[0]][3]
+        if order == list(range(len(segs))):  # all lossy, in canonical order
+            self._reduce(lossy_id, buf, True)
+            return buf
+        exact = [buf[o:o + n] for o, n, lossy, _ in segs if not lossy]
+        comp = torch.cat([buf[segs[i][0]:segs[i][0] + segs[i][1]] for i in order])
+        if exact:
+            exact_buf = torch.cat(exact)
+            self._reduce(EXACT_ID | idx, exact_buf, False)
+            pos = 0
+            for view in exact:
+                view.copy_(exact_buf[pos:pos + view.numel()])
+                pos += view.numel()
+        self._reduce(lossy_id, comp, True)
+        pos = 0
+        for i in order:
+            o, n = segs[i][0], segs[i][1]
+            buf[o:o + n].copy_(comp[pos:pos + n])
+            pos += n
         return buf
 
 
