@@ -9,10 +9,11 @@ at the end is the mean squared error on a fixed evaluation set, the same on
 every rank. Everything is seeded, so a run is repeatable.
 
 run() starts `world` processes (torch.multiprocessing, spawn) that meet
-through a FileStore in a fresh folder; each trains with one configuration
-and writes a JSON result; run() returns them, or raises on failure or
-timeout. Launching this way needs no torchrun (Debian's fails in torch 1.13).
+through a FileStore in a fresh folder (gloo process group); they train with
+each configuration in turn (a fresh model, DDP and hook State each) and
+write a JSON result; run() returns them, or raises on failure or timeout. Launching this way needs no torchrun (Debian's fails in torch 1.13).
 """
+import datetime
 import faulthandler
 import hashlib
 import json
@@ -53,29 +54,36 @@ def params_digest(model):
     return h.hexdigest()
 
 
-def _worker(rank, world, folder, cfg, timeout):
+def _worker(rank, world, folder, cfgs, timeout):
     out = os.path.join(folder, f"result-{rank}.json")
     # A hang shows where: every thread's stack shortly before the parent
     # gives up.
     faulthandler.dump_traceback_later(max(1, timeout - 5), exit=True)
     try:
-        res = _train(rank, world, folder, cfg)
+        for cfg in cfgs:
+            for k, v in cfg.get("env", {}).items():
+                os.environ[k] = v
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method="file://" +
+                                os.path.join(folder, "pg"), rank=rank,
+                                world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
+        res = {"runs": [_train(rank, world, folder, cfg) for cfg in cfgs]}
+        dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 (reported to the parent)
         import traceback
         res = {"error": f"rank {rank}: {e!r}\n{traceback.format_exc()}"}
     with open(out + ".tmp", "w") as f:
         json.dump(res, f)
     os.replace(out + ".tmp", out)
-    os._exit(0 if "error" not in res else 1)
+    faulthandler.cancel_dump_traceback_later()
+    if "error" in res:
+        raise SystemExit(1)
+    # A normal exit (interpreter teardown included): a hook that leaves a
+    # callback needing the GIL would hang here, and the parent would say so.
 
 
 def _train(rank, world, folder, cfg):
-    for k, v in cfg.get("env", {}).items():
-        os.environ[k] = v
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(folder, "pg"),
-                            rank=rank, world_size=world,
-                            timeout=__import__("datetime").timedelta(seconds=60))
     from torch.nn.parallel import DistributedDataParallel as DDP
     import gradwire.torch as gwt
 
@@ -148,21 +156,26 @@ def _train(rank, world, folder, cfg):
            "resets": [state.ctx.stats(p).residual_resets for p in range(world) if p != rank] if state else []}
     if state:
         state.close()
-    dist.destroy_process_group()
     return res
 
 
-def run(cfg, world=2, timeout=120):
-    """Train with cfg in world processes; the per-rank results, rank order.
+def run(cfgs, world=2, timeout=120):
+    """Train with each configuration of cfgs in turn, in the same world
+    processes (one process group); [per-rank results] for each, in order.
 
-    cfg: {"env": {GRADWIRE_*: ...}, "hook": bool (False: the process group's
-    own allreduce), "warmup": steps, "steps": n, "lr": float, "save_at": step
-    or None (checkpoint, rebuild and restore there), "drop_residuals": bool,
-    "library": path or None}.
+    A configuration: {"env": {GRADWIRE_*: ...} (set before anything starts:
+    gradwire reads its variables once per process, so every configuration
+    of one call must agree), "hook": bool (False: the process group's own
+    allreduce), "warmup": steps, "steps": n, "lr": float, "save_at": step or
+    None (checkpoint, rebuild and restore there), "drop_residuals": bool,
+    "library": path or None}. A single dict gives a single result list.
     """
+    single = isinstance(cfgs, dict)
+    if single:
+        cfgs = [cfgs]
     folder = tempfile.mkdtemp(prefix="gradwire-ddp-")
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(r, world, folder, cfg, timeout))
+    procs = [ctx.Process(target=_worker, args=(r, world, folder, cfgs, timeout))
              for r in range(world)]
     try:
         for p in procs:
@@ -171,7 +184,7 @@ def run(cfg, world=2, timeout=120):
         for p in procs:
             p.join(max(0.1, deadline - time.monotonic()))
         if any(p.is_alive() for p in procs):
-            raise TimeoutError(f"gradwire.synthetic: {cfg} did not finish in "
+            raise TimeoutError(f"gradwire.synthetic: {cfgs} did not finish in "
                                f"{timeout} s")
         results = []
         for r in range(world):
@@ -183,7 +196,8 @@ def run(cfg, world=2, timeout=120):
         errors = [r["error"] for r in results if "error" in r]
         if errors:
             raise RuntimeError("\n".join(errors))
-        return results
+        runs = [[res["runs"][i] for res in results] for i in range(len(cfgs))]
+        return runs[0] if single else runs
     finally:
         for p in procs:
             if p.is_alive():

@@ -57,7 +57,7 @@ EXACT_ID = 1 << 31  # allreduce_id of a bucket's exact part: | bucket index
 def c10d_store_fns(store, prefix):
     """(set_fn, get_fn) for gradwire.lib.Context.create over a c10d store.
 
-    Keys live under prefix. get_fn waits with store.wait(keys, timeout) (the
+    Keys live under prefix + "/" (dist.PrefixStore). get_fn waits with store.wait(keys, timeout) (the
     c10d Store of torch 1.13 has no check()), so a key that does not appear
     in time returns None (-ETIMEDOUT for the library) instead of blocking for
     the store's own timeout; store.get() then cannot block.
@@ -121,7 +121,7 @@ class State:
             store = dist.distributed_c10d._get_default_store()
         gen = _generations.get(prefix, 0)
         _generations[prefix] = gen + 1
-        set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{gen}/")
+        set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{gen}")
         self.ctx = _lib.Context.create(self.lib, self.rank, self.size,
                                        set_fn, get_fn)
         self.codecs = {p: self.ctx.stats(p).codec.decode()
