@@ -37,7 +37,9 @@ except ImportError as e:
 from gradwire import lib as gwlib, synthetic  # noqa: E402
 
 ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo",
-       "GRADWIRE_LOG": "warn"}
+       "GRADWIRE_LOG": "warn",
+       # Both weight matrices compressed (w1: 8K floats, 16 KiB per ring chunk).
+       "GRADWIRE_MIN_COMPRESS_BYTES": "4K"}
 # Warm-up steps (exact) and the least wire ratio after them, per codec.
 WARMUP = {"topk": 20, "powersgd": 20}
 MIN_RATIO = {"none": 0.95, "fp16": 1.8, "bf16": 1.8, "int8": 3.0,

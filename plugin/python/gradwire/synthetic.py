@@ -87,15 +87,16 @@ def _train(rank, world, folder, cfg):
     from torch.nn.parallel import DistributedDataParallel as DDP
     import gradwire.torch as gwt
 
-    steps, lr = cfg.get("steps", 300), cfg.get("lr", 0.02)
+    steps, lr = cfg.get("steps", 300), cfg.get("lr", 0.1)
     save_at = cfg.get("save_at")
+    ddp_args = {k: cfg[k] for k in ("bucket_cap_mb",) if k in cfg}
     teacher = _teacher()
     eval_x, eval_y = _batch(torch.Generator().manual_seed(99), teacher, 1024)
     gen = torch.Generator().manual_seed(1000 + rank)
     torch.manual_seed(0)
     model = make_model()
-    ddp = DDP(model)
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    ddp = DDP(model, **ddp_args)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.get("momentum", 0.0))
     state = None
 
     def attach(ddp):
@@ -122,8 +123,8 @@ def _train(rank, world, folder, cfg):
             del ddp, opt, state
             state = None
             model = make_model()
-            ddp = DDP(model)
-            opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+            ddp = DDP(model, **ddp_args)
+            opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.get("momentum", 0.0))
             attach(ddp)
             sd = torch.load(ckpt)
             model.load_state_dict(sd["model"])
@@ -168,7 +169,7 @@ def run(cfgs, world=2, timeout=120):
     of one call must agree), "hook": bool (False: the process group's own
     allreduce), "warmup": steps, "steps": n, "lr": float, "save_at": step or
     None (checkpoint, rebuild and restore there), "drop_residuals": bool,
-    "library": path or None}. A single dict gives a single result list.
+    "bucket_cap_mb": DDP's, "library": path or None}. A single dict gives a single result list.
     """
     single = isinstance(cfgs, dict)
     if single:

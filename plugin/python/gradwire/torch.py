@@ -51,7 +51,8 @@ from . import lib as _lib
 __all__ = ["State", "hook", "c10d_store_fns"]
 
 _generations = {}
-EXACT_ID = 1 << 31  # allreduce_id of a bucket's exact part: | bucket index
+EXACT_ID = 1 << 31  # allreduce_id of every bucket's exact part
+MAX_LOSSY = 31      # gradwire's 32 allreduce streams (plugin/coll.h), less EXACT_ID
 
 
 def c10d_store_fns(store, prefix):
@@ -115,7 +116,8 @@ class State:
         self.last = None
         self._totals = (0, 0)
         self._layouts = {}
-        self._canon = {}
+        self._lossy_ids = {}	# parameter address -> allreduce_id
+        self._seen = {}		# allreduce_ids in first-use order
         self.lib = _lib.load(library)
         if store is None:
             store = dist.distributed_c10d._get_default_store()
@@ -139,17 +141,19 @@ class State:
         finally:
             os.unlink(path)
         return {"version": 1, "rank": self.rank, "size": self.size,
-                "step": self.step, "residuals": blob}
+                "step": self.step, "ids": list(self._seen), "residuals": blob}
 
     def load_state_dict(self, sd):
         """Restore what state_dict() returned on the same rank of a job of the
-        same size."""
+        same size. Collective: every rank calls it at the same point, before
+        the hook has reduced anything other than in the checkpoint's order."""
         if sd.get("version") != 1:
             raise ValueError(f"gradwire state version {sd.get('version')!r}")
         if sd["rank"] != self.rank or sd["size"] != self.size:
             raise ValueError(f"gradwire state of rank {sd['rank']} of "
                              f"{sd['size']} loaded on rank {self.rank} of "
                              f"{self.size}")
+        self._replay(list(sd["ids"]))
         fd, path = tempfile.mkstemp(prefix="gradwire-res-")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -188,42 +192,69 @@ class State:
 
     # -- the bucket --------------------------------------------------------
     def _layout(self, bucket):
-        """(segments, lossy order) of the bucket: segments [(offset, numel,
-        lossy)] in buffer order, and the indices of the lossy segments in
-        canonical order.
+        """[(offset, numel, lossy id or None)] of the bucket's parameters.
 
-        DDP lays a bucket out in one order for its first step and rebuilds
-        its buckets (in gradient-ready order) after it, and again in a job
-        restarted from a checkpoint. Residuals are positional, so the lossy
-        parameters are concatenated in a canonical order: the order in
-        which this State first saw each parameter (the same on every fresh
-        DDP model), never the bucket's current order.
+        DDP lays a bucket out in one order (and grouping) for its first step
+        and rebuilds its buckets in gradient-ready order after it, and again
+        after a restart. Residuals must follow parameters, not positions, so
+        each compressible parameter is its own tensor for gradwire, named by
+        the order in which this State first saw it (the same on every rank
+        and on every fresh DDP model).
         """
         params = bucket.parameters()
         key = tuple(p.data_ptr() for p in params)
         got = self._layouts.get(bucket.index())
         if got and got[0] == key:
-            return got[1], got[2]
+            return got[1]
         segs, off = [], 0
         for p in params:
-            self._canon.setdefault(p.data_ptr(), len(self._canon))
             n = p.numel()
-            segs.append((off, n, p.dim() >= 2 and n >= self.min_compress_numel,
-                         self._canon[p.data_ptr()]))
+            ident = None
+            if p.dim() >= 2 and n >= self.min_compress_numel:
+                ident = self._lossy_ids.get(p.data_ptr())
+                if ident is None:
+                    ident = len(self._lossy_ids)
+                    if ident >= MAX_LOSSY:
+                        raise RuntimeError(
+                            f"gradwire hook: more than {MAX_LOSSY} compressible "
+                            "parameters; gradwire keeps 32 error-feedback "
+                            "streams. Raise min_compress_numel (now "
+                            f"{self.min_compress_numel}) so that only the "
+                            "largest parameters are compressed")
+                    self._lossy_ids[p.data_ptr()] = ident
+            segs.append((off, n, ident))
             off += n
         if off != bucket.buffer().numel():
             raise RuntimeError(f"gradwire hook: bucket {bucket.index()} has "
                                f"{bucket.buffer().numel()} elements, its "
                                f"parameters {off}")
-        order = sorted((i for i, s in enumerate(segs) if s[2]),
-                       key=lambda i: segs[i][3])
-        self._layouts[bucket.index()] = (key, segs, order)
-        return segs, order
+        self._layouts[bucket.index()] = (key, segs)
+        return segs
 
     def _reduce(self, ident, t, lossy):
-        if t.numel():
-            self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG,
-                                  _lib.GRADWIRE_LOSSY if lossy else 0)
+        if not t.numel():
+            return
+        if ident not in self._seen:
+            self._seen[ident] = None
+        self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG,
+                              _lib.GRADWIRE_LOSSY if lossy else 0)
+
+    def _replay(self, order):
+        """Name the tensors to the library in a saved first-use order.
+
+        gradwire gives each tensor identifier a stream (and so the slots its
+        residuals are saved under) in the order of first use. A restored
+        context must see them in the same order: one exact allreduce of one
+        float per identifier not yet used here (all ranks do the same).
+        """
+        done = list(self._seen)
+        if order[:len(done)] != done:
+            raise RuntimeError("gradwire: load_state_dict() on a State that "
+                               f"already reduced tensors {done} in another "
+                               f"order than the checkpoint's {order}")
+        one = torch.zeros(1)
+        for ident in order[len(done):]:
+            self._reduce(ident, one, False)
 
     def reduce_bucket(self, bucket):
         buf = bucket.buffer()
@@ -239,32 +270,21 @@ class State:
                             "floating-point gradients are supported")
         if not buf.is_contiguous():
             raise RuntimeError("gradwire hook: bucket buffer is not contiguous")
-        segs, order = self._layout(bucket)
-        idx = bucket.index()
-        if self.step < self.warmup_steps or not order:
-            self._reduce(EXACT_ID | idx, buf, False)
+        segs = self._layout(bucket)
+        if self.step < self.warmup_steps or all(s[2] is None for s in segs):
+            self._reduce(EXACT_ID, buf, False)
             return buf
-        # The lossy part's identity is its first parameter's canonical
-        # index, so it keeps its residuals when DDP renumbers its buckets.
-        lossy_id = segs[order[0]][3]
-        if order == list(range(len(segs))):  # all lossy, in canonical order
-            self._reduce(lossy_id, buf, True)
-            return buf
-        exact = [buf[o:o + n] for o, n, lossy, _ in segs if not lossy]
-        comp = torch.cat([buf[segs[i][0]:segs[i][0] + segs[i][1]] for i in order])
+        exact = [buf[o:o + n] for o, n, ident in segs if ident is None]
         if exact:
-            exact_buf = torch.cat(exact)
-            self._reduce(EXACT_ID | idx, exact_buf, False)
+            flat = torch.cat(exact)
+            self._reduce(EXACT_ID, flat, False)
             pos = 0
             for view in exact:
-                view.copy_(exact_buf[pos:pos + view.numel()])
+                view.copy_(flat[pos:pos + view.numel()])
                 pos += view.numel()
-        self._reduce(lossy_id, comp, True)
-        pos = 0
-        for i in order:
-            o, n = segs[i][0], segs[i][1]
-            buf[o:o + n].copy_(comp[pos:pos + n])
-            pos += n
+        for o, n, ident in segs:	# in place: a parameter is contiguous
+            if ident is not None:
+                self._reduce(ident, buf[o:o + n], True)
         return buf
 
 
