@@ -12,12 +12,14 @@ allreduce instead of the process group's; each connection uses the codec it
 negotiated from GRADWIRE_CODEC (docs/codecs.md).
 
 What travels how, per bucket:
-- float32 CPU buckets go through gradwire. Parameters with at least two
-  dimensions and at least min_compress_numel elements ("lossy" part) are
-  gathered into one contiguous buffer and allreduced with GRADWIRE_LOSSY
-  (error feedback of that bucket's own, via allreduce_id); the rest (biases,
-  norms, small tensors) are gathered into another and allreduced exactly.
-  During the first warmup_steps steps everything is exact.
+- float32 CPU buckets go through gradwire. Each parameter with at least two
+  dimensions and at least min_compress_numel elements is allreduced in
+  place with GRADWIRE_LOSSY under its own allreduce_id, so it has error
+  feedback (and codec state) of its own; the rest of the bucket (biases,
+  norms, small tensors) is gathered into one buffer and allreduced exactly.
+  During the first warmup_steps steps the whole bucket goes exactly. The
+  library still sends a ring chunk exactly when it is smaller than
+  GRADWIRE_MIN_COMPRESS_BYTES.
 - Other floating dtypes (float64, float16, bfloat16) on CPU are averaged
   exactly by the process group (gradwire carries float32 only).
 - Any other bucket (CUDA, integer) raises TypeError: the hook does not copy
@@ -28,16 +30,19 @@ synchronously inside the hook (ctypes releases the GIL during the call), so
 no Python callback runs on a worker thread (torch 1.13 can hang at teardown
 when one needs the GIL).
 
-Identifiers given to allreduce_id: the lossy part of a bucket is named by the
-canonical index of its first lossy parameter (see State._layout: DDP's first
-step and a restarted job lay buckets out differently), the exact part by
-2^31 | bucket index. gradwire keeps 32 streams of separate residuals: beyond
-32 distinct identifiers they share slots, and a tensor of another length in
-a slot re-zeroes that residual (logged), so keep to at most ~16 buckets
-(bucket_cap_mb) for error feedback to stay exact.
+Identifiers given to allreduce_id: a compressible parameter is named by the
+order in which the State first saw it (0, 1, ...), not by its bucket: DDP
+groups parameters one way for its first step and another after rebuilding
+its buckets, and again in a restarted job. Exact parts share EXACT_ID (they
+have no residuals). The library gives identifiers its 32 streams in order of
+first use and residuals are saved per stream, so state_dict() records that
+order and load_state_dict() replays it. More than MAX_LOSSY compressible
+parameters is an error that says to raise min_compress_numel (beyond 32
+identifiers the library would share streams, mixing residuals).
 
-State checkpoint: state_dict() holds this rank's residuals (the bytes of
-residuals_save) and the step counter; every rank saves and restores its own.
+State checkpoint: state_dict() holds this rank's residuals and codec state
+(the bytes of residuals_save), the identifiers' order and the step counter;
+every rank saves and restores its own.
 """
 import datetime
 import os
