@@ -63,10 +63,11 @@ MAX_LOSSY = 31      # gradwire's 32 allreduce streams (plugin/coll.h), less EXAC
 def c10d_store_fns(store, prefix):
     """(set_fn, get_fn) for gradwire.lib.Context.create over a c10d store.
 
-    Keys live under prefix + "/" (dist.PrefixStore). get_fn waits with store.wait(keys, timeout) (the
-    c10d Store of torch 1.13 has no check()), so a key that does not appear
-    in time returns None (-ETIMEDOUT for the library) instead of blocking for
-    the store's own timeout; store.get() then cannot block.
+    Keys live under prefix + "/" (dist.PrefixStore). get_fn waits with
+    store.wait(keys, timeout) (the c10d Store of torch 1.13 has no check()),
+    so a key that does not appear in time returns None (-ETIMEDOUT for the
+    library) instead of blocking for the store's own timeout; store.get()
+    then cannot block.
     """
     pstore = dist.PrefixStore(prefix, store)
 
@@ -100,8 +101,9 @@ class State:
     warmup_steps: steps during which every bucket travels exactly.
     min_compress_numel: parameters smaller than this travel exactly (so do
         one-dimensional ones, whatever their size).
-    stats: record per-step statistics (wire bytes, raw bytes, ratio) in
-        self.history and self.last.
+    stats: record per-step statistics in self.last and self.history (one
+        dict a step: the tensor bytes and frame bytes this rank sent to its
+        peers, their ratio, whether the step could be lossy).
     """
 
     def __init__(self, process_group=None, store=None, prefix="gradwire",
@@ -133,10 +135,12 @@ class State:
                                        set_fn, get_fn)
         self.codecs = {p: self.ctx.stats(p).codec.decode()
                        for p in range(self.size) if p != self.rank}
+        self._totals = self._totals_now()	# the handshake is not a step's
 
     # -- checkpoints -------------------------------------------------------
     def state_dict(self):
-        """This rank's residuals (opaque bytes) and step counter."""
+        """This rank's residuals and codec state (opaque bytes), the
+        identifiers' first-use order and the step counter."""
         fd, path = tempfile.mkstemp(prefix="gradwire-res-")
         os.close(fd)
         try:
@@ -167,6 +171,7 @@ class State:
         finally:
             os.unlink(path)
         self.step = int(sd["step"])
+        self._totals = self._totals_now()	# nor is the replay
 
     # -- statistics --------------------------------------------------------
     def _totals_now(self):
