@@ -20,15 +20,14 @@ not (so the test sees them).
 Exit 77 (skip) when torch is missing or the library lacks the codec (e.g.
 powersgd before it is merged). GW_LIB names libgradwire.so.
 """
-import os
+import importlib
 import sys
 import time
 
 SKIP = 77
 
 try:
-    import torch  # noqa: F401
-    import torch.distributed  # noqa: F401
+    importlib.import_module("torch.distributed")
 except ImportError as e:
     print(f"SKIP: PyTorch is not installed for {sys.executable} ({e}); "
           "Debian: apt-get install python3-torch")
