@@ -99,9 +99,9 @@ def main():
         check(False, "another rank's state accepted")
     except ValueError as e:
         check("rank 1" in str(e), f"another rank's state refused: {e}")
-    state._seen = {5: None}
+    state._seen = {5: (10, False)}
     try:
-        state.load_state_dict(dict(sd, ids=[3, 5]))
+        state.load_state_dict(dict(sd, ids=[[3, 10, False], [5, 10, False]]))
         check(False, "another first-use order accepted")
     except RuntimeError as e:
         check("order" in str(e), "a State that reduced tensors in another order "

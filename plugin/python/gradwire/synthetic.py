@@ -107,7 +107,7 @@ def _train(rank, world, folder, cfg):
             ddp.register_comm_hook(state, gwt.hook)
 
     attach(ddp)
-    losses, wire, raw = [], [], []
+    losses, wire, raw, exact = [], [], [], []
     t0 = time.monotonic()
     step = 0
     while step < steps:
@@ -144,6 +144,7 @@ def _train(rank, world, folder, cfg):
         if state and state.last:
             wire.append(state.last["wire_bytes"])
             raw.append(state.last["raw_bytes"])
+            exact.append(state.last["exact_bytes"])
         step += 1
     elapsed = time.monotonic() - t0
     with torch.no_grad():
@@ -152,7 +153,8 @@ def _train(rank, world, folder, cfg):
     dist.all_gather_object(digests, params_digest(model))
     res = {"rank": rank, "losses": losses, "final_loss": final,
            "digest": digests[rank], "identical": len(set(digests)) == 1,
-           "wire_bytes": wire, "raw_bytes": raw, "seconds": elapsed,
+           "wire_bytes": wire, "raw_bytes": raw, "exact_bytes": exact,
+           "seconds": elapsed,
            "codecs": state.codecs if state else {},
            "resets": [state.ctx.stats(p).residual_resets for p in range(world) if p != rank] if state else []}
     if state:

@@ -35,8 +35,10 @@ order in which the State first saw it (0, 1, ...), not by its bucket: DDP
 groups parameters one way for its first step and another after rebuilding
 its buckets, and again in a restarted job. Exact parts share EXACT_ID (they
 have no residuals). The library gives identifiers its 32 streams in order of
-first use and residuals are saved per stream, so state_dict() records that
-order and load_state_dict() replays it. More than MAX_LOSSY compressible
+first use (a codec's own collectives, PowerSGD's factors, take some too) and
+residuals are saved per stream, so state_dict() records the order with each
+tensor's length and flags, and load_state_dict() replays it (allreduces of
+zeros) before loading the residuals. More than MAX_LOSSY compressible
 parameters is an error that says to raise min_compress_numel (beyond 32
 identifiers the library would share streams, mixing residuals).
 
@@ -102,8 +104,12 @@ class State:
     min_compress_numel: parameters smaller than this travel exactly (so do
         one-dimensional ones, whatever their size).
     stats: record per-step statistics in self.last and self.history (one
-        dict a step: the tensor bytes and frame bytes this rank sent to its
-        peers, their ratio, whether the step could be lossy).
+        dict a step, of what this rank sent to its peers: raw_bytes, the
+        tensor bytes in its frames; wire_bytes, the frames' bytes;
+        exact_bytes, what an exact ring allreduce of the same buckets would
+        send; ratio = exact_bytes / wire_bytes, the compression (for
+        PowerSGD the frames carry the factors, so raw_bytes is small too);
+        lossy, whether the warm-up was over).
     """
 
     def __init__(self, process_group=None, store=None, prefix="gradwire",
@@ -124,7 +130,7 @@ class State:
         self._totals = (0, 0)
         self._layouts = {}
         self._lossy_ids = {}	# parameter address -> allreduce_id
-        self._seen = {}		# allreduce_ids in first-use order
+        self._seen = {}		# allreduce_id -> (n, lossy), first-use order
         self.lib = _lib.load(library)
         if store is None:
             store = dist.distributed_c10d._get_default_store()
@@ -136,6 +142,7 @@ class State:
         self.codecs = {p: self.ctx.stats(p).codec.decode()
                        for p in range(self.size) if p != self.rank}
         self._totals = self._totals_now()	# the handshake is not a step's
+        self._exact_bytes = 0
 
     # -- checkpoints -------------------------------------------------------
     def state_dict(self):
@@ -150,7 +157,8 @@ class State:
         finally:
             os.unlink(path)
         return {"version": 1, "rank": self.rank, "size": self.size,
-                "step": self.step, "ids": list(self._seen), "residuals": blob}
+                "step": self.step, "residuals": blob,
+                "ids": [[i, n, lossy] for i, (n, lossy) in self._seen.items()]}
 
     def load_state_dict(self, sd):
         """Restore what state_dict() returned on the same rank of a job of the
@@ -162,7 +170,7 @@ class State:
             raise ValueError(f"gradwire state of rank {sd['rank']} of "
                              f"{sd['size']} loaded on rank {self.rank} of "
                              f"{self.size}")
-        self._replay(list(sd["ids"]))
+        self._replay([tuple(x) for x in sd["ids"]])
         fd, path = tempfile.mkstemp(prefix="gradwire-res-")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -172,6 +180,7 @@ class State:
             os.unlink(path)
         self.step = int(sd["step"])
         self._totals = self._totals_now()	# nor is the replay
+        self._exact_bytes = 0
 
     # -- statistics --------------------------------------------------------
     def _totals_now(self):
@@ -189,10 +198,12 @@ class State:
             d_raw, d_wire = raw - self._totals[0], wire - self._totals[1]
             self._totals = (raw, wire)
             self.last = {"step": self.step, "raw_bytes": d_raw,
-                         "wire_bytes": d_wire,
-                         "ratio": d_raw / d_wire if d_wire else float("nan"),
+                         "wire_bytes": d_wire, "exact_bytes": self._exact_bytes,
+                         "ratio": (self._exact_bytes / d_wire if d_wire
+                                   else float("nan")),
                          "lossy": self.step >= self.warmup_steps}
             self.history.append(self.last)
+        self._exact_bytes = 0
         self.step += 1
 
     def close(self):
@@ -245,26 +256,44 @@ class State:
         if not t.numel():
             return
         if ident not in self._seen:
-            self._seen[ident] = None
+            self._seen[ident] = (t.numel(), bool(lossy))
+        self._exact_bytes += self._ring_bytes(t.numel())
         self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG,
                               _lib.GRADWIRE_LOSSY if lossy else 0)
+
+    def _ring_bytes(self, n):
+        """Bytes this rank sends in an exact ring allreduce of n floats:
+        every chunk but (rank + 1) in the reduce-scatter, every chunk but
+        (rank + 2) in the allgather (plugin/coll.c)."""
+        if self.size == 1:
+            return 0
+        q, rem = divmod(n, self.size)
+
+        def chunk(k):
+            return q + (k % self.size < rem)
+
+        return 4 * (2 * n - chunk(self.rank + 1) - chunk(self.rank + 2))
 
     def _replay(self, order):
         """Name the tensors to the library in a saved first-use order.
 
         gradwire gives each tensor identifier a stream (and so the slots its
-        residuals are saved under) in the order of first use. A restored
-        context must see them in the same order: one exact allreduce of one
-        float per identifier not yet used here (all ranks do the same).
+        residuals and codec state are saved under) in the order of first
+        use, and a codec's own collectives (PowerSGD's factors) take
+        streams of their own at the first lossy call. A restored context
+        must allocate them in the same order, so each identifier not yet
+        used here gets one allreduce of zeros of its first length, with its
+        first flags (all ranks do the same). residuals_load() then replaces
+        whatever these left in the residual store.
         """
-        done = list(self._seen)
-        if order[:len(done)] != done:
+        done = [i for i in self._seen]
+        if [i for i, _, _ in order[:len(done)]] != done:
             raise RuntimeError("gradwire: load_state_dict() on a State that "
                                f"already reduced tensors {done} in another "
-                               f"order than the checkpoint's {order}")
-        one = torch.zeros(1)
-        for ident in order[len(done):]:
-            self._reduce(ident, one, False)
+                               "order than the checkpoint's "
+                               f"{[i for i, _, _ in order]}")
+        for ident, n, lossy in order[len(done):]:
+            self._reduce(ident, torch.zeros(n), lossy)
 
     def reduce_bucket(self, bucket):
         buf = bucket.buffer()
