@@ -3,7 +3,7 @@
 """test_ddp.py - the DDP communication hook (gradwire.torch) end to end.
 
     test_ddp.py CODEC        e.g. none, fp16, int8, topk:ratio=0.01, powersgd:rank=4
-    test_ddp.py checkpoint
+    test_ddp.py checkpoint [CODEC]    (default topk:ratio=0.01)
 
 Two processes (torch.multiprocessing, gloo over lo, gradwire over lo) train
 gradwire.synthetic's MLP for 300 steps. For a codec: once with the process
@@ -12,7 +12,8 @@ GRADWIRE_CODEC=CODEC. Checks: replicas bit-identical; final loss within 5 %
 of the reference and far below the first loss; the negotiated codec is the
 one asked for; the wire ratio after warm-up is what the codec promises
 (none: the hook is bit-identical to the process group with two ranks).
-checkpoint: topk:ratio=0.01 with error feedback, checkpointed at step 150
+checkpoint: a codec with error feedback (top-k; PowerSGD, whose factors take
+streams of their own), warm-up 20, checkpointed at step 150
 (model, optimizer, hook state), torn down, rebuilt and restored, ends
 bit-identical to an uninterrupted run; restoring without the residuals does
 not (so the test sees them).
@@ -65,13 +66,18 @@ def train(cfgs, labels):
     return runs
 
 
-def test_codec(spec):
+def skip_unless(spec):
     name = spec.split(":")[0]
     lib = gwlib.load()
     if not lib.codec_available(name):
         print(f"SKIP: libgradwire.so ({lib.path}) has no codec '{name}' yet "
               "(gw_codec_find returned NULL)")
         sys.exit(SKIP)
+    return name
+
+
+def test_codec(spec):
+    name = skip_unless(spec)
     warmup = WARMUP.get(name, 0)
     env = dict(ENV, GRADWIRE_CODEC=spec)
     ref, got = train([{"hook": False, "env": env},
@@ -101,13 +107,14 @@ def test_codec(spec):
               "none: bit-identical to the process group's allreduce (2 ranks)")
 
 
-def test_checkpoint():
-    env = dict(ENV, GRADWIRE_CODEC="topk:ratio=0.01")
+def test_checkpoint(spec):
+    skip_unless(spec)
+    env = dict(ENV, GRADWIRE_CODEC=spec)
     plain, ckpt, drop = train(
         [{"env": env, "warmup": 20}, {"env": env, "warmup": 20, "save_at": 150},
          {"env": env, "warmup": 20, "save_at": 150, "drop_residuals": True}],
-        ["topk, uninterrupted", "topk, restored at step 150",
-         "topk, restored without residuals"])
+        [f"{spec}, uninterrupted", f"{spec}, restored at step 150",
+         f"{spec}, restored without residuals"])
     check(ckpt[0]["digest"] == plain[0]["digest"],
           "restored run ends bit-identical to the uninterrupted one")
     check(drop[0]["digest"] != plain[0]["digest"],
@@ -116,12 +123,12 @@ def test_checkpoint():
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__)
         return 2
     t = time.monotonic()
     if sys.argv[1] == "checkpoint":
-        test_checkpoint()
+        test_checkpoint(sys.argv[2] if len(sys.argv) == 3 else "topk:ratio=0.01")
     else:
         test_codec(sys.argv[1])
     print(f"{len(failures)} failure(s), {time.monotonic() - t:.1f} s")
