@@ -35,6 +35,10 @@
 #define ID_ALLGATHER 2u
 #define ID_ALLREDUCE 3u
 
+_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_ALLREDUCE + GW_COLL_STREAMS) << STEP_BITS)
+		       <= (uint64_t)GW_TP_SLOT_MAX + 1,
+	       "every allreduce stream's slots fit below GW_TP_SLOT_MAX");
+
 struct gw_coll {
 	struct gw_ctx *ctx;
 	int rank, size;

@@ -30,7 +30,7 @@
 #include "conn.h"
 
 #define GW_COLL_SLOT_BASE (UINT32_C(1) << 24)
-#define GW_COLL_STREAMS 32
+#define GW_COLL_STREAMS 1024
 #define GW_COLL_SEGMENT_BYTES (UINT64_C(1) << 20)
 
 enum gw_coll_op {

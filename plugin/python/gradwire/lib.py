@@ -1,0 +1,282 @@
+# SPDX-License-Identifier: MIT
+"""ctypes view of gradwire_plugin_v1 (include/gradwire/plugin.h).
+
+The table only grows by appending: Library checks table.size covers every
+member this module calls, and version == 1. Every C member returns 0 or a
+negative errno; the wrappers here raise GradwireError with strerror()'s text
+and the error message the library wrote, if any.
+
+Store callbacks (struct gradwire_store) are Python functions called by the
+library from inside context_create(); Context.create keeps them referenced
+until that call returns (the library copies the struct and never calls the
+store afterwards).
+"""
+import ctypes
+import ctypes.util
+import errno
+import os
+
+GRADWIRE_PLUGIN_VERSION = 1
+GRADWIRE_LOSSY = 0x1
+GRADWIRE_ADD = 0x2
+GRADWIRE_SUM = 0
+GRADWIRE_AVG = 1
+
+_c_ssize_t = ctypes.c_ssize_t
+_ctx_p = ctypes.c_void_p
+
+STORE_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
+                             ctypes.c_void_p, ctypes.c_size_t)
+STORE_GET = ctypes.CFUNCTYPE(_c_ssize_t, ctypes.c_void_p, ctypes.c_char_p,
+                             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+
+class Store(ctypes.Structure):
+    """struct gradwire_store."""
+    _fields_ = [("size", ctypes.c_size_t), ("set", STORE_SET),
+                ("get", STORE_GET), ("arg", ctypes.c_void_p)]
+
+
+class Stats(ctypes.Structure):
+    """struct gradwire_stats (frozen for v1)."""
+    _fields_ = [("codec", ctypes.c_char * 128), ("mac", ctypes.c_char * 32),
+                ("fell_back", ctypes.c_uint32), ("reserved0", ctypes.c_uint32),
+                ("frames_sent", ctypes.c_uint64), ("frames_recv", ctypes.c_uint64),
+                ("raw_sent", ctypes.c_uint64), ("wire_sent", ctypes.c_uint64),
+                ("raw_recv", ctypes.c_uint64), ("wire_recv", ctypes.c_uint64),
+                ("mac_failures", ctypes.c_uint64), ("rejected", ctypes.c_uint64),
+                ("timeouts", ctypes.c_uint64), ("errors", ctypes.c_uint64),
+                ("residual_resets", ctypes.c_uint64),
+                ("reserved", ctypes.c_uint64 * 8)]
+
+
+_F = ctypes.CFUNCTYPE
+_i, _u32, _u64 = ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64
+_cp, _vp, _sz = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t
+_fp = ctypes.POINTER(ctypes.c_float)
+
+
+class PluginV1(ctypes.Structure):
+    """struct gradwire_plugin_v1, member for member."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_uint),
+        ("init", _F(_i, _cp, _sz)),
+        ("context_create", _F(_i, _i, _i, ctypes.POINTER(Store),
+                              ctypes.POINTER(_ctx_p), _cp, _sz)),
+        ("context_create_file", _F(_i, _i, _i, _cp, ctypes.POINTER(_ctx_p),
+                                   _cp, _sz)),
+        ("context_destroy", _F(None, _ctx_p)),
+        ("send", _F(_i, _ctx_p, _i, _u32, _fp, _u64, ctypes.c_uint)),
+        ("recv", _F(_i, _ctx_p, _i, _u32, _fp, _u64, ctypes.c_uint)),
+        ("send_bytes", _F(_i, _ctx_p, _i, _u32, _vp, _sz)),
+        ("recv_bytes", _F(_i, _ctx_p, _i, _u32, _vp, _sz)),
+        ("allreduce", _F(_i, _ctx_p, _vp, _u64, _i, ctypes.c_uint)),
+        ("allgather", _F(_i, _ctx_p, _vp, _vp, _sz)),
+        ("broadcast", _F(_i, _ctx_p, _i, _vp, _sz)),
+        ("barrier", _F(_i, _ctx_p)),
+        ("stats", _F(_i, _ctx_p, _i, ctypes.POINTER(Stats))),
+        ("residuals_save", _F(_i, _ctx_p, _cp)),
+        ("residuals_load", _F(_i, _ctx_p, _cp)),
+        ("residuals_reset", _F(None, _ctx_p)),
+        ("finalize", _F(_i)),
+        ("strerror", _F(_cp, _i)),
+        ("allreduce_id", _F(_i, _ctx_p, _u32, _vp, _u64, _i, ctypes.c_uint)),
+    ]
+
+
+class GradwireError(RuntimeError):
+    """A gradwire call failed; .code is the negative errno it returned."""
+
+    def __init__(self, what, code, detail=""):
+        self.code = code
+        super().__init__(f"gradwire: {what}: {detail + ' ' if detail else ''}"
+                         f"({code}: {errno.errorcode.get(-code, '?')})")
+
+
+def _candidates():
+    env = os.environ.get("GW_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    out = [os.path.join(root, "build", "libgradwire.so")]
+    found = ctypes.util.find_library("gradwire")
+    if found:
+        out.append(found)
+    out.append("libgradwire.so.0")
+    return out
+
+
+class Library:
+    """libgradwire.so loaded with its table checked; init() done once."""
+
+    def __init__(self, path=None):
+        paths = [path] if path else _candidates()
+        errors = []
+        for p in paths:
+            if p != "libgradwire.so.0" and "/" in p and not os.path.exists(p):
+                errors.append(f"{p}: no such file")
+                continue
+            try:
+                self.dll = ctypes.CDLL(p, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+                self.path = p
+                break
+            except OSError as e:
+                errors.append(str(e))
+        else:
+            raise OSError("gradwire: cannot load libgradwire.so (pass its path, "
+                          "or set GW_LIB): " + "; ".join(errors))
+        table = PluginV1.in_dll(self.dll, "gradwire_plugin_v1")
+        if table.version != GRADWIRE_PLUGIN_VERSION:
+            raise OSError(f"gradwire: {self.path}: table version {table.version}, "
+                          f"expected {GRADWIRE_PLUGIN_VERSION}")
+        if table.size < ctypes.sizeof(PluginV1):
+            raise OSError(f"gradwire: {self.path}: table of {table.size} bytes is "
+                          f"older than this package ({ctypes.sizeof(PluginV1)})")
+        self.t = table
+        self._inited = False
+
+    def strerror(self, rc):
+        return self.t.strerror(rc).decode(errors="replace")
+
+    def check(self, what, rc, err=None):
+        if rc < 0:
+            detail = err.value.decode(errors="replace") if err is not None else ""
+            raise GradwireError(what, rc, detail or self.strerror(rc))
+        return rc
+
+    def init(self):
+        """Load the GRADWIRE_* variables (once per process)."""
+        if not self._inited:
+            err = ctypes.create_string_buffer(512)
+            self.check("init", self.t.init(err, len(err)), err)
+            self._inited = True
+
+    def codec_available(self, name):
+        """True when the library has a usable codec of this name (gw_codec_find)."""
+        find = self.dll.gw_codec_find
+        find.restype = ctypes.c_void_p
+        find.argtypes = [ctypes.c_char_p]
+        return bool(find(name.encode()))
+
+
+_default = None
+
+
+def load(path=None):
+    """The process's Library (loaded on first use; path only then)."""
+    global _default
+    if _default is None:
+        _default = Library(path)
+    elif path and os.path.realpath(path) != os.path.realpath(_default.path):
+        raise OSError(f"gradwire: {_default.path} is already loaded, not {path}")
+    return _default
+
+
+class Context:
+    """A gradwire context (struct gradwire_context *): connections + collectives."""
+
+    def __init__(self, lib, handle, rank, size):
+        self.lib, self.h, self.rank, self.size = lib, handle, rank, size
+
+    @classmethod
+    def create(cls, lib, rank, size, set_fn, get_fn):
+        """context_create() over a host store given as two Python functions:
+
+        set_fn(key: str, value: bytes) -> None
+        get_fn(key: str, timeout_ms: int) -> bytes, or None when the key did
+            not appear in time.
+        Exceptions become -EIO for the library, which then fails the call.
+        """
+        failure = []
+
+        def c_set(_arg, key, val, n):
+            try:
+                set_fn(key.decode(), ctypes.string_at(val, n))
+                return 0
+            except Exception as e:  # noqa: BLE001 (report, never unwind into C)
+                failure.append(f"store set {key.decode()!r}: {e}")
+                return -errno.EIO
+
+        def c_get(_arg, key, buf, cap, timeout_ms):
+            try:
+                v = get_fn(key.decode(), max(0, timeout_ms))
+                if v is None:
+                    return -errno.ETIMEDOUT
+                if len(v) > cap:
+                    return -errno.ENOSPC
+                ctypes.memmove(buf, v, len(v))
+                return len(v)
+            except Exception as e:  # noqa: BLE001
+                failure.append(f"store get {key.decode()!r}: {e}")
+                return -errno.EIO
+
+        lib.init()
+        cset, cget = STORE_SET(c_set), STORE_GET(c_get)  # alive during the call
+        store = Store(ctypes.sizeof(Store), cset, cget, None)
+        out = _ctx_p()
+        err = ctypes.create_string_buffer(512)
+        rc = lib.t.context_create(rank, size, ctypes.byref(store), ctypes.byref(out),
+                                  err, len(err))
+        if rc < 0 and failure:
+            err.value = (err.value.decode(errors="replace") + " [" +
+                         "; ".join(failure) + "]").encode()[:511]
+        lib.check("context_create", rc, err)
+        return cls(lib, out, rank, size)
+
+    @classmethod
+    def create_file(cls, lib, rank, size, folder):
+        """context_create_file(): rendezvous through a shared folder."""
+        lib.init()
+        out = _ctx_p()
+        err = ctypes.create_string_buffer(512)
+        lib.check("context_create_file",
+                  lib.t.context_create_file(rank, size, folder.encode(),
+                                            ctypes.byref(out), err, len(err)), err)
+        return cls(lib, out, rank, size)
+
+    def _live(self):
+        if not self.h:
+            raise GradwireError("context", -errno.EBADF, "already closed")
+        return self.h
+
+    def allreduce_id(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0):
+        """In-place allreduce of n float32 at address ptr, as tensor ident."""
+        rc = self.lib.t.allreduce_id(self._live(), ident, ptr, n, op, flags)
+        if rc < 0:
+            self.lib.check(f"allreduce of tensor {ident} ({n} floats)", rc)
+
+    def allgather(self, send, recv, nbytes):
+        self.lib.check("allgather", self.lib.t.allgather(self._live(), send, recv, nbytes))
+
+    def barrier(self):
+        self.lib.check("barrier", self.lib.t.barrier(self._live()))
+
+    def stats(self, peer):
+        s = Stats()
+        self.lib.check(f"stats of peer {peer}",
+                       self.lib.t.stats(self._live(), peer, ctypes.byref(s)))
+        return s
+
+    def residuals_save(self, path):
+        self.lib.check("residuals_save",
+                       self.lib.t.residuals_save(self._live(), os.fsencode(path)))
+
+    def residuals_load(self, path):
+        self.lib.check("residuals_load",
+                       self.lib.t.residuals_load(self._live(), os.fsencode(path)))
+
+    def residuals_reset(self):
+        self.lib.t.residuals_reset(self._live())
+
+    def close(self):
+        if self.h:
+            self.lib.t.context_destroy(self.h)
+            self.h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter teardown)
+            pass

@@ -1,0 +1,339 @@
+# SPDX-License-Identifier: MIT
+"""A PyTorch DDP communication hook that allreduces over gradwire.
+
+    import gradwire.torch as gwt
+    state = gwt.State(warmup_steps=10)          # after init_process_group()
+    model = DDP(model)
+    model.register_comm_hook(state, gwt.hook)
+
+Every rank builds its State at the same point (it connects the ranks: a
+collective call). The hook averages each gradient bucket with gradwire's ring
+allreduce instead of the process group's; each connection uses the codec it
+negotiated from GRADWIRE_CODEC (docs/codecs.md).
+
+What travels how, per bucket:
+- float32 CPU buckets go through gradwire. Each parameter with at least two
+  dimensions and at least min_compress_numel elements is allreduced in
+  place with GRADWIRE_LOSSY under its own allreduce_id, so it has error
+  feedback (and codec state) of its own; the rest of the bucket (biases,
+  norms, small tensors) is gathered into one buffer and allreduced exactly.
+  During the first warmup_steps steps the whole bucket goes exactly. The
+  library still sends a ring chunk exactly when it is smaller than
+  GRADWIRE_MIN_COMPRESS_BYTES.
+- Other floating dtypes (float64, float16, bfloat16) on CPU are averaged
+  exactly by the process group (gradwire carries float32 only).
+- Any other bucket (CUDA, integer) raises TypeError: the hook does not copy
+  device memory behind the user's back.
+
+The hook returns a completed torch.futures.Future: the allreduce runs
+synchronously inside the hook (ctypes releases the GIL during the call), so
+no Python callback runs on a worker thread (torch 1.13 can hang at teardown
+when one needs the GIL).
+
+Identifiers given to allreduce_id: a compressible parameter is named by the
+order in which the State first saw it (0, 1, ...), not by its bucket: DDP
+groups parameters one way for its first step and another after rebuilding
+its buckets, and again in a restarted job. Exact parts share EXACT_ID (they
+have no residuals). The library gives identifiers its 1024 streams in order of
+first use (a codec's own collectives, PowerSGD's factors, take some too) and
+residuals are saved per stream, so state_dict() records the order with each
+tensor's length and flags, and load_state_dict() replays it (allreduces of
+zeros) before loading the residuals. More than MAX_LOSSY compressible
+parameters is an error that says to raise min_compress_numel (beyond 1024
+identifiers the library would share streams, mixing residuals).
+
+State checkpoint: state_dict() holds this rank's residuals and codec state
+(the bytes of residuals_save), the identifiers' order and the step counter;
+every rank saves and restores its own.
+"""
+import datetime
+import os
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+from . import lib as _lib
+
+__all__ = ["State", "hook", "c10d_store_fns"]
+
+_generations = {}
+EXACT_ID = 1 << 31  # allreduce_id of every bucket's exact part
+MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (plugin/coll.h), less
+                    # EXACT_ID and PowerSGD's two factor streams
+
+
+def c10d_store_fns(store, prefix):
+    """(set_fn, get_fn) for gradwire.lib.Context.create over a c10d store.
+
+    Keys live under prefix + "/" (dist.PrefixStore). get_fn waits with
+    store.wait(keys, timeout) (the c10d Store of torch 1.13 has no check()),
+    so a key that does not appear in time returns None (-ETIMEDOUT for the
+    library) instead of blocking for the store's own timeout; store.get()
+    then cannot block.
+    """
+    pstore = dist.PrefixStore(prefix, store)
+
+    def set_fn(key, value):
+        pstore.set(key, value)
+
+    def get_fn(key, timeout_ms):
+        # c10d's wait() takes 0 as "no timeout": wait at least 1 ms.
+        try:
+            pstore.wait([key], datetime.timedelta(milliseconds=max(1, timeout_ms)))
+        except RuntimeError as e:
+            if "timeout" in str(e).lower():
+                return None
+            raise
+        return pstore.get(key)
+
+    return set_fn, get_fn
+
+
+class State:
+    """The hook's state: a gradwire context, the step counter, statistics.
+
+    Arguments (all optional):
+    process_group: the group whose ranks take part (default: the world). Its
+        rank and size are gradwire's.
+    store: a c10d store for the rendezvous (default: the default group's).
+    prefix: key prefix in that store; a per-process counter is appended, so
+        States created in the same order on every rank do not collide.
+    library: path of libgradwire.so (default: GW_LIB, the build folder next
+        to this package, then the system's library path).
+    warmup_steps: steps during which every bucket travels exactly.
+    min_compress_numel: parameters smaller than this travel exactly (so do
+        one-dimensional ones, whatever their size).
+    stats: record per-step statistics in self.last and self.history (one
+        dict a step, of what this rank sent to its peers: raw_bytes, the
+        tensor bytes in its frames; wire_bytes, the frames' bytes;
+        exact_bytes, what an exact ring allreduce of the same buckets would
+        send; ratio = exact_bytes / wire_bytes, the compression (for
+        PowerSGD the frames carry the factors, so raw_bytes is small too);
+        lossy, whether the warm-up was over).
+    """
+
+    def __init__(self, process_group=None, store=None, prefix="gradwire",
+                 library=None, warmup_steps=0, min_compress_numel=1024,
+                 stats=False):
+        if not dist.is_initialized():
+            raise RuntimeError("gradwire.torch.State: call "
+                               "torch.distributed.init_process_group() first")
+        self.process_group = process_group
+        self.rank = dist.get_rank(process_group)
+        self.size = dist.get_world_size(process_group)
+        self.warmup_steps = int(warmup_steps)
+        self.min_compress_numel = int(min_compress_numel)
+        self.step = 0
+        self.want_stats = bool(stats)
+        self.history = []
+        self.last = None
+        self._totals = (0, 0)
+        self._layouts = {}
+        self._lossy_ids = {}	# parameter address -> allreduce_id
+        self._seen = {}		# allreduce_id -> (n, lossy), first-use order
+        self.lib = _lib.load(library)
+        if store is None:
+            store = dist.distributed_c10d._get_default_store()
+        gen = _generations.get(prefix, 0)
+        _generations[prefix] = gen + 1
+        set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{gen}")
+        self.ctx = _lib.Context.create(self.lib, self.rank, self.size,
+                                       set_fn, get_fn)
+        self.codecs = {p: self.ctx.stats(p).codec.decode()
+                       for p in range(self.size) if p != self.rank}
+        self._totals = self._totals_now()	# the handshake is not a step's
+        self._exact_bytes = 0
+
+    # -- checkpoints -------------------------------------------------------
+    def state_dict(self):
+        """This rank's residuals and codec state (opaque bytes), the
+        identifiers' first-use order and the step counter."""
+        fd, path = tempfile.mkstemp(prefix="gradwire-res-")
+        os.close(fd)
+        try:
+            self.ctx.residuals_save(path)
+            with open(path, "rb") as f:
+                blob = f.read()
+        finally:
+            os.unlink(path)
+        return {"version": 1, "rank": self.rank, "size": self.size,
+                "step": self.step, "residuals": blob,
+                "ids": [[i, n, lossy] for i, (n, lossy) in self._seen.items()]}
+
+    def load_state_dict(self, sd):
+        """Restore what state_dict() returned on the same rank of a job of the
+        same size. Collective: every rank calls it at the same point, before
+        the hook has reduced anything other than in the checkpoint's order."""
+        if sd.get("version") != 1:
+            raise ValueError(f"gradwire state version {sd.get('version')!r}")
+        if sd["rank"] != self.rank or sd["size"] != self.size:
+            raise ValueError(f"gradwire state of rank {sd['rank']} of "
+                             f"{sd['size']} loaded on rank {self.rank} of "
+                             f"{self.size}")
+        self._replay([tuple(x) for x in sd["ids"]])
+        fd, path = tempfile.mkstemp(prefix="gradwire-res-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(sd["residuals"])
+            self.ctx.residuals_load(path)
+        finally:
+            os.unlink(path)
+        self.step = int(sd["step"])
+        self._totals = self._totals_now()	# nor is the replay
+        self._exact_bytes = 0
+
+    # -- statistics --------------------------------------------------------
+    def _totals_now(self):
+        raw = wire = 0
+        for p in range(self.size):
+            if p != self.rank:
+                s = self.ctx.stats(p)
+                raw += s.raw_sent
+                wire += s.wire_sent
+        return raw, wire
+
+    def _end_step(self):
+        if self.want_stats:
+            raw, wire = self._totals_now()
+            d_raw, d_wire = raw - self._totals[0], wire - self._totals[1]
+            self._totals = (raw, wire)
+            self.last = {"step": self.step, "raw_bytes": d_raw,
+                         "wire_bytes": d_wire, "exact_bytes": self._exact_bytes,
+                         "ratio": (self._exact_bytes / d_wire if d_wire
+                                   else float("nan")),
+                         "lossy": self.step >= self.warmup_steps}
+            self.history.append(self.last)
+        self._exact_bytes = 0
+        self.step += 1
+
+    def close(self):
+        """Close the connections (the hook must not run afterwards)."""
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.close()
+
+    # -- the bucket --------------------------------------------------------
+    def _layout(self, bucket):
+        """[(offset, numel, lossy id or None)] of the bucket's parameters.
+
+        DDP lays a bucket out in one order (and grouping) for its first step
+        and rebuilds its buckets in gradient-ready order after it, and again
+        after a restart. Residuals must follow parameters, not positions, so
+        each compressible parameter is its own tensor for gradwire, named by
+        the order in which this State first saw it (the same on every rank
+        and on every fresh DDP model).
+        """
+        params = bucket.parameters()
+        key = tuple(p.data_ptr() for p in params)
+        got = self._layouts.get(bucket.index())
+        if got and got[0] == key:
+            return got[1]
+        segs, off = [], 0
+        for p in params:
+            n = p.numel()
+            ident = None
+            if p.dim() >= 2 and n >= self.min_compress_numel:
+                ident = self._lossy_ids.get(p.data_ptr())
+                if ident is None:
+                    ident = len(self._lossy_ids)
+                    if ident >= MAX_LOSSY:
+                        raise RuntimeError(
+                            f"gradwire hook: more than {MAX_LOSSY} compressible "
+                            "parameters; gradwire keeps 1024 error-feedback "
+                            "streams. Raise min_compress_numel (now "
+                            f"{self.min_compress_numel}) so that only the "
+                            "largest parameters are compressed")
+                    self._lossy_ids[p.data_ptr()] = ident
+            segs.append((off, n, ident))
+            off += n
+        if off != bucket.buffer().numel():
+            raise RuntimeError(f"gradwire hook: bucket {bucket.index()} has "
+                               f"{bucket.buffer().numel()} elements, its "
+                               f"parameters {off}")
+        self._layouts[bucket.index()] = (key, segs)
+        return segs
+
+    def _reduce(self, ident, t, lossy):
+        if not t.numel():
+            return
+        if ident not in self._seen:
+            self._seen[ident] = (t.numel(), bool(lossy))
+        self._exact_bytes += self._ring_bytes(t.numel())
+        self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG,
+                              _lib.GRADWIRE_LOSSY if lossy else 0)
+
+    def _ring_bytes(self, n):
+        """Bytes this rank sends in an exact ring allreduce of n floats:
+        every chunk but (rank + 1) in the reduce-scatter, every chunk but
+        (rank + 2) in the allgather (plugin/coll.c)."""
+        if self.size == 1:
+            return 0
+        q, rem = divmod(n, self.size)
+
+        def chunk(k):
+            return q + (k % self.size < rem)
+
+        return 4 * (2 * n - chunk(self.rank + 1) - chunk(self.rank + 2))
+
+    def _replay(self, order):
+        """Name the tensors to the library in a saved first-use order.
+
+        gradwire gives each tensor identifier a stream (and so the slots its
+        residuals and codec state are saved under) in the order of first
+        use, and a codec's own collectives (PowerSGD's factors) take
+        streams of their own at the first lossy call. A restored context
+        must allocate them in the same order, so each identifier not yet
+        used here gets one allreduce of zeros of its first length, with its
+        first flags (all ranks do the same). residuals_load() then replaces
+        whatever these left in the residual store.
+        """
+        done = [i for i in self._seen]
+        if [i for i, _, _ in order[:len(done)]] != done:
+            raise RuntimeError("gradwire: load_state_dict() on a State that "
+                               f"already reduced tensors {done} in another "
+                               "order than the checkpoint's "
+                               f"{[i for i, _, _ in order]}")
+        for ident, n, lossy in order[len(done):]:
+            self._reduce(ident, torch.zeros(n), lossy)
+
+    def reduce_bucket(self, bucket):
+        buf = bucket.buffer()
+        if buf.device.type != "cpu":
+            raise TypeError(f"gradwire hook: bucket on {buf.device}; gradwire "
+                            "carries host (CPU) memory only")
+        if buf.dtype in (torch.float64, torch.float16, torch.bfloat16):
+            dist.all_reduce(buf, group=self.process_group)
+            buf.div_(self.size)
+            return buf
+        if buf.dtype != torch.float32:
+            raise TypeError(f"gradwire hook: bucket of {buf.dtype}; only "
+                            "floating-point gradients are supported")
+        if not buf.is_contiguous():
+            raise RuntimeError("gradwire hook: bucket buffer is not contiguous")
+        segs = self._layout(bucket)
+        if self.step < self.warmup_steps or all(s[2] is None for s in segs):
+            self._reduce(EXACT_ID, buf, False)
+            return buf
+        exact = [buf[o:o + n] for o, n, ident in segs if ident is None]
+        if exact:
+            flat = torch.cat(exact)
+            self._reduce(EXACT_ID, flat, False)
+            pos = 0
+            for view in exact:
+                view.copy_(flat[pos:pos + view.numel()])
+                pos += view.numel()
+        for o, n, ident in segs:	# in place: a parameter is contiguous
+            if ident is not None:
+                self._reduce(ident, buf[o:o + n], True)
+        return buf
+
+
+def hook(state, bucket):
+    """DDP communication hook: average bucket over gradwire (see State)."""
+    with torch.no_grad():
+        out = state.reduce_bucket(bucket)
+    if bucket.is_last():
+        state._end_step()
+    fut = torch.futures.Future()
+    fut.set_result(out)
+    return fut
