@@ -139,7 +139,7 @@ static int scratch_reserve(struct gw_ctx *ctx, size_t need)
 
 /* ---- handshake ------------------------------------------------------------- */
 
-static uint64_t host_id_default(void)
+uint64_t gw_ctx_host_id_default(void)
 {
 	char name[256] = "";
 	uint64_t h = UINT64_C(0xcbf29ce484222325);	/* FNV-1a */
@@ -342,7 +342,7 @@ static int handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
 {
 	uint8_t psk[GW_MAC_KEY_LEN];
 	bool has_key = false;
-	uint64_t host = cfg->host_id ? cfg->host_id : host_id_default();
+	uint64_t host = cfg->host_id ? cfg->host_id : gw_ctx_host_id_default();
 	struct gw_hs_hello base;
 	struct hs_peer *hp = NULL;
 	char key[160];
@@ -925,6 +925,32 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 	}
 	free(r);
 	return rc;
+}
+
+int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep)
+{
+	struct conn_slot *cs;
+
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank)
+		return -EINVAL;
+	cs = gw_map_get(&ctx->conns[peer].slots, slot);
+	if (!cs)
+		return 0;
+	if (!cs->sbusy && cs->scap > keep) {
+		gw_tp_mr_dereg(ctx->tp, cs->smr);
+		free(cs->sbuf);
+		cs->smr = NULL;
+		cs->sbuf = NULL;
+		cs->scap = 0;
+	}
+	if (!cs->rbusy && !cs->stash && cs->rcap > keep) {
+		gw_tp_mr_dereg(ctx->tp, cs->rmr);
+		free(cs->rbuf);
+		cs->rmr = NULL;
+		cs->rbuf = NULL;
+		cs->rcap = 0;
+	}
+	return 0;
 }
 
 /* ---- statistics and residuals ---------------------------------------------- */

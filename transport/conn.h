@@ -155,6 +155,17 @@ ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
 		    uint32_t slot, uint32_t seq, const void *body, size_t len,
 		    uint8_t *out, size_t cap);
 
+/**
+ * gw_ctx_slot_trim() - free the frame buffers of (peer, slot) that are idle
+ * and larger than keep bytes; its sequence numbers stay. For hosts whose
+ * slots come and go (Gloo's tags), so buffers do not pile up per slot.
+ * Return: 0, or -EINVAL for a bad peer.
+ */
+int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
+
+/** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0. */
+uint64_t gw_ctx_host_id_default(void);
+
 /** gw_ctx_codec() - the codec negotiated with peer. */
 const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
 int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s);
