@@ -10,6 +10,7 @@ allreduce (sum, max; float32, int64; 16 MiB float32), concurrent async
 allreduces, broadcast from two roots, allgather, barrier, and point-to-point
 send/recv (blocking and a ring of isend/irecv). Each GRADWIRE rank checks
 through the library's probes that its traffic went through gradwire.
+From 3 processes on, frames are authenticated (GRADWIRE_MAC=required).
 Also: GRADWIRE_GLOO_COMPRESS=1 is refused at init with a message naming it.
 
 Usage: test_gloo.py LIB [NPROCS...]. Exit 77 (skip) without torch or LIB.
@@ -146,9 +147,19 @@ def refuse_compress(rank, port, lib, outdir):
 
 
 def run(size, lib, outdir):
+    env = dict(os.environ)
+    if size >= 3:  # frames authenticated (GMAC) on this run
+        key = os.path.join(outdir, "key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(32))
+        os.chmod(key, 0o600)
+        os.environ.update(GRADWIRE_MAC="required", GRADWIRE_MAC_KEY_FILE=key)
+    print(f"size {size}: GRADWIRE_MAC={os.environ.get('GRADWIRE_MAC', 'off')}")
     for device in ("tcp", "GRADWIRE"):
         mp.start_processes(worker, args=(size, free_port(), device, lib, outdir),
                            nprocs=size, start_method="spawn")
+    os.environ.clear()
+    os.environ.update(env)
     exp = expected(size)
     fails = 0
     for rank in range(size):
