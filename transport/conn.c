@@ -927,6 +927,26 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 	return rc;
 }
 
+int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got;
+
+	if (!cs || r->ctx != ctx || r->dir != 1)
+		return -EINVAL;
+	/* The same as recv_any does with its losers. */
+	got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r->tp, 0);
+	r->cs = NULL;
+	cs->rbusy = false;
+	if (got >= 0) {
+		cs->stash = (size_t)got;
+		return 1;
+	}
+	cs->stash = 0;
+	cs->recv_seq--;
+	return 0;
+}
+
 int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep)
 {
 	struct conn_slot *cs;

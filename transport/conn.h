@@ -156,6 +156,16 @@ ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
 		    uint8_t *out, size_t cap);
 
 /**
+ * gw_ctx_recv_withdraw() - take back a posted receive that did not complete
+ * (what gw_ctx_recv_any() does with the peers that lose), for hosts that
+ * build their own receive-from-any. A message that already arrived is kept
+ * for the next receive on its (peer, slot); otherwise the receive is
+ * cancelled and its sequence number given back.
+ * Return: 1 (it had arrived and is kept), 0 (cancelled), -EINVAL.
+ */
+int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
+
+/**
  * gw_ctx_slot_trim() - free the frame buffers of (peer, slot) that are idle
  * and larger than keep bytes; its sequence numbers stay. For hosts whose
  * slots come and go (Gloo's tags), so buffers do not pile up per slot.

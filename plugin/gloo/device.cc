@@ -160,7 +160,18 @@ struct Op {
 	bool posted = false;
 	std::vector<char> discard;
 	std::vector<std::max_align_t> req;
+	// Receive from any of these ranks (Gloo's recv(srcRanks, ...)): one
+	// request per rank once armed, the first to complete wins.
+	std::vector<int> any;
+	std::vector<std::vector<std::max_align_t>> subs;
+	bool armed = false;
+	int armRc = 0;
 };
+
+static struct gwg_req *reqOf(std::vector<std::max_align_t> &v)
+{
+	return reinterpret_cast<struct gwg_req *>(v.data());
+}
 
 class UnboundBuffer : public ::gloo::transport::UnboundBuffer {
 public:
@@ -251,6 +262,8 @@ public:
 	void connectPeer(int peer, const std::vector<char> &bytes);
 	void post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
 		  size_t offset, size_t nbytes);
+	void postAny(UnboundBuffer *ub, const std::vector<int> &peers, uint64_t slot,
+		     size_t offset, size_t nbytes);
 	// One round of progress; may unlock lk for a moment.
 	void progress(std::unique_lock<std::mutex> &lk);
 	void orphan(UnboundBuffer *ub);
@@ -262,8 +275,14 @@ private:
 	static long storeGet(void *arg, const char *key, void *buf, size_t cap,
 			     int timeout_ms);
 	void open();
+	std::unique_ptr<Op> makeOp(UnboundBuffer *ub, bool send, int peer,
+				   uint64_t slot, size_t offset, size_t nbytes);
 	void start(Op *op);
 	void complete(Op *op, int rc);
+	void notify(Op *op, int peer, int rc);
+	bool arm(Op *op);
+	bool progressAny();
+	void unblock(uint64_t key);
 	void idle(int peer, uint32_t gslot);
 	static uint64_t queueKey(int peer, bool send, uint32_t gslot)
 	{
@@ -287,6 +306,8 @@ private:
 	std::unordered_map<uint64_t, std::deque<std::unique_ptr<Op>>> queues_;
 	std::vector<Op *> inflight_;
 	std::deque<uint64_t> idle_; // drained (peer, slot)s whose buffers stay
+	std::deque<std::unique_ptr<Op>> anyops_; // receives from any of several
+	std::unordered_map<uint64_t, int> blocked_; // receive queues armed ones hold
 };
 
 // ---- rendezvous -------------------------------------------------------------
@@ -442,13 +463,14 @@ Context::~Context()
 		gwg_destroy(gw_); // drops what is still posted
 		gw_ = nullptr;
 		queues_.clear();
+		anyops_.clear();
 	}
 }
 
 // ---- operations ---------------------------------------------------------------
 
-void Context::post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
-		   size_t offset, size_t nbytes)
+std::unique_ptr<Op> Context::makeOp(UnboundBuffer *ub, bool send, int peer,
+				    uint64_t slot, size_t offset, size_t nbytes)
 {
 	if (nbytes == ::gloo::transport::UnboundBuffer::kUnspecifiedByteCount) {
 		if (offset > ub->size)
@@ -475,15 +497,131 @@ void Context::post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
 	op->len = nbytes;
 	op->req.resize((gwg_req_size() + sizeof(std::max_align_t) - 1) /
 		       sizeof(std::max_align_t));
+	return op;
+}
 
+void Context::post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
+		   size_t offset, size_t nbytes)
+{
+	std::unique_ptr<Op> op = makeOp(ub, send, peer, slot, offset, nbytes);
+	uint64_t key = queueKey(peer, send, op->gslot);
+	std::lock_guard<std::mutex> g(mu);
+
+	if (!gw_)
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
+			"gradwire: rank ", rank, " is not connected");
+	auto &q = queues_[key];
+	q.push_back(std::move(op));
+	if (q.size() == 1 && !blocked_.count(key))
+		start(q.front().get());
+}
+
+void Context::postAny(UnboundBuffer *ub, const std::vector<int> &peers,
+		      uint64_t slot, size_t offset, size_t nbytes)
+{
+	// Each rank once, this one left out: torch 1.13's recvAnysource passes
+	// size zeros and then every rank, this one included.
+	std::vector<int> from;
+
+	for (int p : peers) {
+		if (p < 0 || p >= size)
+			GLOO_THROW_INVALID_OPERATION_EXCEPTION(
+				"gradwire: rank ", rank, " cannot receive from rank ",
+				p, " (size ", size, ")");
+		if (p != rank && std::find(from.begin(), from.end(), p) == from.end())
+			from.push_back(p);
+	}
+	if (from.empty())
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
+			"gradwire: rank ", rank, ": a receive from none of the other ranks");
+	if (from.size() == 1)
+		return post(ub, false, from[0], slot, offset, nbytes);
+	std::unique_ptr<Op> op = makeOp(ub, false, from[0], slot, offset, nbytes);
+	op->any = from;
+	op->subs.resize(peers.size(), op->req);
 	std::lock_guard<std::mutex> g(mu);
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", rank, " is not connected");
-	auto &q = queues_[queueKey(peer, send, op->gslot)];
-	q.push_back(std::move(op));
-	if (q.size() == 1)
-		start(q.front().get());
+	anyops_.push_back(std::move(op));
+	arm(anyops_.back().get());
+}
+
+/*
+ * Post a receive-from-any on every candidate once none of their receive
+ * queues on its slot is busy (so it takes the next message of each), and
+ * hold those queues until it completes. Return: whether it is armed.
+ */
+bool Context::arm(Op *op)
+{
+	if (op->armed)
+		return true;
+	for (int p : op->any) {
+		uint64_t key = queueKey(p, false, op->gslot);
+
+		if (queues_.count(key) || blocked_.count(key))
+			return false;
+	}
+	op->armed = true;
+	for (size_t i = 0; i < op->any.size(); i++) {
+		int rc = gwg_irecv(gw_, op->any[i], op->gslot, op->ptr, op->len,
+				   reqOf(op->subs[i]));
+
+		if (rc) {
+			for (size_t j = 0; j < i; j++)
+				gwg_withdraw(gw_, reqOf(op->subs[j]));
+			op->any.resize(i); // the ones to unblock
+			op->armRc = rc;
+			break;
+		}
+		blocked_[queueKey(op->any[i], false, op->gslot)] = 1;
+	}
+	return true;
+}
+
+void Context::unblock(uint64_t key)
+{
+	blocked_.erase(key);
+	auto it = queues_.find(key);
+	if (it != queues_.end() && !it->second.front()->posted)
+		start(it->second.front().get());
+}
+
+// Complete the receives-from-any that can; true when one did.
+bool Context::progressAny()
+{
+	bool progressed = false;
+
+	for (auto it = anyops_.begin(); it != anyops_.end();) {
+		Op *op = it->get();
+		int winner = -1, rc = op->armRc;
+
+		if (!arm(op)) {
+			++it;
+			continue;
+		}
+		for (size_t i = 0; !rc && winner < 0 && i < op->any.size(); i++) {
+			if (gwg_test(gw_, reqOf(op->subs[i])) == 0)
+				continue;
+			winner = (int)i;
+			rc = gwg_finish(gw_, reqOf(op->subs[i]));
+		}
+		if (!rc && winner < 0) {
+			++it;
+			continue;
+		}
+		for (size_t i = 0; !op->armRc && i < op->any.size(); i++)
+			if ((int)i != winner)
+				gwg_withdraw(gw_, reqOf(op->subs[i]));
+		notify(op, winner >= 0 ? op->any[winner] : -1, rc);
+		std::vector<int> peers(op->any);
+		uint32_t gslot = op->gslot;
+		it = anyops_.erase(it); // op is gone from here on
+		for (int p : peers)
+			unblock(queueKey(p, false, gslot));
+		progressed = true;
+	}
+	return progressed;
 }
 
 void Context::start(Op *op)
@@ -500,33 +638,41 @@ void Context::start(Op *op)
 
 void Context::complete(Op *op, int rc)
 {
-	UnboundBuffer *ub = op->ub;
 	uint64_t key = queueKey(op->peer, op->send, op->gslot);
 	int peer = op->peer;
 	uint32_t gslot = op->gslot;
 
 	inflight_.erase(std::find(inflight_.begin(), inflight_.end(), op));
-	if (ub && !rc) {
-		ub->completions[op->send]++;
-		ub->lastRank[op->send] = op->peer;
-		g_bytes += op->len;
-	} else if (ub && ub->error.empty()) {
-		char slot[32];
-
-		snprintf(slot, sizeof(slot), "0x%llx", (unsigned long long)op->slot);
-		ub->error = std::string("gradwire: ") +
-			    (op->send ? "send to" : "receive from") + " rank " +
-			    std::to_string(op->peer) + " (Gloo slot " + slot +
-			    ", " + std::to_string(op->len) + " bytes) failed: " +
-			    errText(rc);
-	}
+	notify(op, op->peer, rc);
 	auto it = queues_.find(key);
 	it->second.pop_front(); // op is gone from here on
 	if (it->second.empty()) {
 		queues_.erase(it);
 		idle(peer, gslot);
-	} else {
+	} else if (!blocked_.count(key)) {
 		start(it->second.front().get());
+	}
+}
+
+// Tell op's buffer that op completed (from peer) or failed.
+void Context::notify(Op *op, int peer, int rc)
+{
+	UnboundBuffer *ub = op->ub;
+
+	if (ub && !rc) {
+		ub->completions[op->send]++;
+		ub->lastRank[op->send] = peer;
+		g_bytes += op->len;
+	} else if (ub && ub->error.empty()) {
+		char slot[32];
+		std::string from = op->any.empty() ? "rank " + std::to_string(op->peer)
+						   : "any of " + std::to_string(op->any.size()) + " ranks";
+
+		snprintf(slot, sizeof(slot), "0x%llx", (unsigned long long)op->slot);
+		ub->error = std::string("gradwire: ") +
+			    (op->send ? "send to " : "receive from ") + from +
+			    " (Gloo slot " + slot + ", " + std::to_string(op->len) +
+			    " bytes) failed: " + errText(rc);
 	}
 }
 
@@ -551,7 +697,7 @@ void Context::idle(int peer, uint32_t gslot)
 
 void Context::progress(std::unique_lock<std::mutex> &lk)
 {
-	bool any = false;
+	bool any = !anyops_.empty() && progressAny();
 	std::vector<Op *> ops(inflight_);
 
 	for (Op *op : ops) {
@@ -575,6 +721,15 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 
 void Context::orphan(UnboundBuffer *ub)
 {
+	for (auto &op : anyops_) {
+		if (op->ub != ub)
+			continue;
+		op->ub = nullptr;
+		op->discard.resize(op->len);
+		op->ptr = op->discard.data();
+		for (size_t i = 0; op->armed && i < op->any.size(); i++)
+			gwg_req_retarget(reqOf(op->subs[i]), op->ptr);
+	}
 	for (auto &kq : queues_) {
 		for (auto &op : kq.second) {
 			if (op->ub != ub)
@@ -628,10 +783,7 @@ void UnboundBuffer::recv(std::vector<int> srcRanks, uint64_t slot, size_t offset
 {
 	if (srcRanks.size() == 1)
 		return recv(srcRanks[0], slot, offset, nbytes);
-	GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-		"gradwire: receiving from any of ", srcRanks.size(),
-		" ranks is not supported by the GRADWIRE device (torch.distributed."
-		"recv needs src)");
+	ctx_->postAny(this, srcRanks, slot, offset, nbytes);
 }
 
 bool UnboundBuffer::wait(bool send, int *rank, milliseconds timeout)

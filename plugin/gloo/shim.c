@@ -143,6 +143,11 @@ int gwg_finish(struct gwg_ctx *c, struct gwg_req *r)
 	return gw_ctx_wait((struct gw_ctx *)c, (struct gw_ctx_req *)r);
 }
 
+void gwg_withdraw(struct gwg_ctx *c, struct gwg_req *r)
+{
+	gw_ctx_recv_withdraw((struct gw_ctx *)c, (struct gw_ctx_req *)r);
+}
+
 void gwg_req_retarget(struct gwg_req *r, void *buf)
 {
 	((struct gw_ctx_req *)r)->dst = buf;

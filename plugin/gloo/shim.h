@@ -78,6 +78,11 @@ int gwg_test(struct gwg_ctx *c, struct gwg_req *r);
  */
 int gwg_finish(struct gwg_ctx *c, struct gwg_req *r);
 /**
+ * gwg_withdraw() - take back a posted receive that did not complete; a
+ * message that had arrived is kept for the next receive on its (peer, slot).
+ */
+void gwg_withdraw(struct gwg_ctx *c, struct gwg_req *r);
+/**
  * gwg_req_retarget() - make the posted receive r deliver into buf instead
  * (same length): for a buffer freed while its receive is still pending.
  */

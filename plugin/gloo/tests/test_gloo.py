@@ -8,7 +8,7 @@ GLOO_DEVICE_TRANSPORT=GRADWIRE (libgradwire_gloo.so loaded with ctypes), on
 bit the same under both devices and equal to the value computed here:
 allreduce (sum, max; float32, int64; 16 MiB float32), concurrent async
 allreduces, broadcast from two roots, allgather, barrier, and point-to-point
-send/recv (blocking and a ring of isend/irecv). Each GRADWIRE rank checks
+send/recv (blocking, a ring of isend/irecv, and recv from any rank). Each GRADWIRE rank checks
 through the library's probes that its traffic went through gradwire.
 From 3 processes on, frames are authenticated (GRADWIRE_MAC=required).
 Also: GRADWIRE_GLOO_COMPRESS=1 is refused at init with a message naming it.
@@ -78,6 +78,16 @@ def battery(rank, size):
         for r in reqs:
             r.wait()
         out[f"ring_{name}"] = t
+        # receive from any rank (recv without src): rank 0 from all others
+        if rank == 0:
+            got = {}
+            for _ in range(size - 1):
+                t = torch.empty(1500, dtype=dtype)
+                src = dist.recv(t, tag=9)
+                got[src] = t
+            out[f"recv_any_{name}"] = torch.stack([got[r] for r in range(1, size)])
+        else:
+            dist.send(data(rank, 1500, dtype, 19), dst=0, tag=9)
         dist.barrier()
     # several allreduces in flight at once (Gloo's worker threads)
     ts = [data(rank, 20000 + i, torch.float32, 100 + i) for i in range(6)]
@@ -109,6 +119,8 @@ def expected(size):
             [data(r, 3000, dtype, 11) for r in range(size)])
         out[f"send_recv_{name}"] = data(0, 2500, dtype, 13)
         out[f"ring_{name}"] = [data((r - 1) % size, 4096, dtype, 17) for r in range(size)]
+        out[f"recv_any_{name}"] = torch.stack(
+            [data(r, 1500, dtype, 19) for r in range(1, size)])
     return out
 
 
