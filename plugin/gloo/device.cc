@@ -175,8 +175,8 @@ static struct gwg_req *reqOf(std::vector<std::max_align_t> &v)
 
 class UnboundBuffer : public ::gloo::transport::UnboundBuffer {
 public:
-	UnboundBuffer(Context *ctx, void *ptr, size_t size)
-	    : ::gloo::transport::UnboundBuffer(ptr, size), ctx_(ctx)
+	UnboundBuffer(std::shared_ptr<Context> ctx, void *ptr, size_t size)
+	    : ::gloo::transport::UnboundBuffer(ptr, size), ctx_(std::move(ctx))
 	{
 	}
 	~UnboundBuffer() override;
@@ -205,7 +205,7 @@ public:
 
 private:
 	bool wait(bool send, int *rank, milliseconds timeout);
-	Context *ctx_;
+	std::shared_ptr<Context> ctx_; // a buffer keeps its context alive
 };
 
 class Pair : public ::gloo::transport::Pair {
@@ -245,7 +245,8 @@ private:
 	int peer_;
 };
 
-class Context : public ::gloo::transport::Context {
+class Context : public ::gloo::transport::Context,
+		public std::enable_shared_from_this<Context> {
 public:
 	Context(int rank, int size) : ::gloo::transport::Context(rank, size) {}
 	~Context() override;
@@ -255,7 +256,7 @@ public:
 	createUnboundBuffer(void *ptr, size_t size) override
 	{
 		return std::unique_ptr<::gloo::transport::UnboundBuffer>(
-			new UnboundBuffer(this, ptr, size));
+			new UnboundBuffer(shared_from_this(), ptr, size));
 	}
 
 	const Address &address();
@@ -538,7 +539,7 @@ void Context::postAny(UnboundBuffer *ub, const std::vector<int> &peers,
 		return post(ub, false, from[0], slot, offset, nbytes);
 	std::unique_ptr<Op> op = makeOp(ub, false, from[0], slot, offset, nbytes);
 	op->any = from;
-	op->subs.resize(peers.size(), op->req);
+	op->subs.resize(from.size(), op->req);
 	std::lock_guard<std::mutex> g(mu);
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
