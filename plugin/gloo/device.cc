@@ -270,6 +270,7 @@ public:
 	void orphan(UnboundBuffer *ub);
 
 	std::mutex mu; // the gradwire context, queues, buffers' counters
+	std::atomic<int> posting{0}; // threads that wait for mu to post
 
 private:
 	static int storeSet(void *arg, const char *key, const void *val, size_t len);
@@ -506,8 +507,10 @@ void Context::post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
 {
 	std::unique_ptr<Op> op = makeOp(ub, send, peer, slot, offset, nbytes);
 	uint64_t key = queueKey(peer, send, op->gslot);
+	posting++;
 	std::lock_guard<std::mutex> g(mu);
 
+	posting--;
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", rank, " is not connected");
@@ -540,7 +543,10 @@ void Context::postAny(UnboundBuffer *ub, const std::vector<int> &peers,
 	std::unique_ptr<Op> op = makeOp(ub, false, from[0], slot, offset, nbytes);
 	op->any = from;
 	op->subs.resize(from.size(), op->req);
+	posting++;
 	std::lock_guard<std::mutex> g(mu);
+
+	posting--;
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", rank, " is not connected");
@@ -715,8 +721,11 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 		return;
 	if (gw_)
 		gwg_progress(gw_, 1);
+	// Let threads that want to post in first (std::mutex is not fair).
 	lk.unlock();
-	std::this_thread::yield();
+	do
+		std::this_thread::yield();
+	while (posting.load() > 0);
 	lk.lock();
 }
 

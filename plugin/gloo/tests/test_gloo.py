@@ -11,7 +11,8 @@ allreduces, broadcast from two roots, allgather, barrier, and point-to-point
 send/recv (blocking, a ring of isend/irecv, and recv from any rank). Each GRADWIRE rank checks
 through the library's probes that its traffic went through gradwire.
 From 3 processes on, frames are authenticated (GRADWIRE_MAC=required).
-Also: GRADWIRE_GLOO_COMPRESS=1 is refused at init with a message naming it.
+Also: GRADWIRE_GLOO_COMPRESS=1 is refused at init with a message naming it,
+and a rank whose peer died gets an error (Gloo's timeout, 5 s), not a hang.
 
 Usage: test_gloo.py LIB [NPROCS...]. Exit 77 (skip) without torch or LIB.
 """
@@ -21,6 +22,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 
 try:
     import torch
@@ -158,6 +160,28 @@ def refuse_compress(rank, port, lib, outdir):
         f.write(msg)
 
 
+def dead_peer(rank, port, lib, outdir):
+    """Rank 1 dies; rank 0's next allreduce must fail, not hang."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                      GLOO_DEVICE_TRANSPORT="GRADWIRE")
+    ctypes.CDLL(lib)
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=5))
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    if rank == 1:
+        os._exit(0)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        msg = "the allreduce succeeded"
+    except RuntimeError as e:
+        msg = str(e).splitlines()[0]
+    with open(os.path.join(outdir, "dead.txt"), "w") as f:
+        f.write(f"{time.monotonic() - t0:.1f} {msg}")
+    os._exit(0)
+
+
 def run(size, lib, outdir):
     env = dict(os.environ)
     if size >= 3:  # frames authenticated (GMAC) on this run
@@ -221,6 +245,14 @@ def main():
         if "GRADWIRE_GLOO_COMPRESS" not in msg:
             fails += 1
             print("FAIL: GRADWIRE_GLOO_COMPRESS=1 was not refused by name")
+        mp.start_processes(dead_peer, args=(free_port(), lib, d), nprocs=2,
+                           start_method="spawn")
+        with open(os.path.join(d, "dead.txt")) as f:
+            secs, msg = f.read().split(" ", 1)
+        print(f"dead peer: rank 0 failed after {secs} s: {msg}")
+        if "gradwire" not in msg or float(secs) > 30:
+            fails += 1
+            print("FAIL: a dead peer did not become a gradwire error in time")
         for size in sizes:
             fails += run(size, lib, d)
     print("PASS" if not fails else f"{fails} FAILURE(S)")
