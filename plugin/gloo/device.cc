@@ -11,7 +11,7 @@
  * Connecting. Gloo's rendezvous (connectFullMesh) creates one Pair per peer,
  * publishes every pair's address() through the host's store, then calls
  * connect(bytes) per peer. gw_ctx_create() wants a store instead, so a
- * background thread runs it over a private store (Rendezvous below): its
+ * background thread runs it over a private store (rendezvous, below): its
  * first set (this rank's libfabric address) becomes our Address, and each
  * connect() puts a peer's address and host id into the private store. The
  * connect() that completes the set joins the thread, which by then has run
@@ -28,21 +28,28 @@
  *   prefix 1..15: gradwire slot = prefix << 24 | (tag mod 4096) << 12 | delta
  *                 (delta < 4096)
  *
- * Both ends compute the same value. Two live Gloo slots share a gradwire
- * slot only if their tags differ by a multiple of 4096, i.e. a collective
- * is still running while 4095 later ones on the same process group have
- * started; even then messages match in posting order (FIFO per slot).
+ * Both ends compute the same value, with no table to keep in step. Two
+ * live Gloo slots share a gradwire slot only if their tags differ by a
+ * multiple of 4096, i.e. a collective is still running while 4095 later
+ * ones on the same process group have started; their messages then match
+ * in posting order, which is right only if every rank posts them in the
+ * same order.
  *
  * Ordering. gradwire allows one send and one receive per (peer, slot) in
  * flight; Gloo may post several. Each (peer, direction, slot) has a FIFO
  * queue; its head is posted, the next one when it completes. Sequence
- * numbers make the n-th send match the peer's n-th receive.
+ * numbers make the n-th send match the peer's n-th receive. A receive from
+ * any of several ranks waits until none of their receive queues on its slot
+ * is busy, posts to all of them and holds those queues; the first message
+ * wins, the others are withdrawn (one that arrived anyway is kept for the
+ * next receive from its sender).
  *
  * Threads and progress. One mutex per context guards the gradwire context,
  * the queues and every buffer's counters. A waiter polls its context: it
  * tests every posted request (so a send completes even while its peer only
  * waits for other requests: ofi_rxm rendezvous), sleeps at most 1 ms on the
- * completion queue, and lets other threads in between rounds.
+ * completion queue, and lets threads that want to post go first between
+ * rounds. Waits end at Gloo's timeout with an IoException naming gradwire.
  */
 #define USE_C10D_GLOO 1
 
