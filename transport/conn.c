@@ -7,7 +7,8 @@
  * residual store and one codec scratch area (encodes run in the caller's
  * thread, one at a time). A conn owns its two MAC contexts and a map of
  * struct conn_slot, which owns the frame buffers of one (peer, slot): one for
- * the send in flight, one for the receive in flight. Buffers only grow.
+ * the send in flight, one for the receive in flight. Buffers only grow,
+ * unless gw_ctx_slot_trim() moves idle ones to the context's pool.
  *
  * Handshake (all peers at once, two rounds):
  *   store: "<job>/host/<rank>" = host id
@@ -28,6 +29,7 @@
 #define HS_SLOT 0
 #define HS_SEQ_HELLO 0
 #define HS_SEQ_FINISHED 1
+#define POOL_MAX 16
 
 struct conn_slot {
 	uint32_t slot;
@@ -59,6 +61,14 @@ struct gw_ctx {
 	void *scratch;
 	size_t scratch_cap;
 	FILE *stats_out;
+	/* Frame buffers that gw_ctx_slot_trim() took from idle slots, for the
+	 * next slot that needs one (largest kept when full). */
+	struct pool_buf {
+		uint8_t *buf;
+		size_t cap;
+		struct gw_tp_mr *mr;
+	} pool[POOL_MAX];
+	unsigned npool;
 };
 
 #define ctx_log(ctx, lvl, ...) gw_log((ctx)->log_level, (lvl), (ctx)->rank, __VA_ARGS__)
@@ -92,23 +102,65 @@ static void slot_free(struct gw_ctx *ctx, struct conn_slot *cs)
 	free(cs);
 }
 
+/* Keep an idle buffer in the pool, or free it (or a smaller pooled one). */
+static void buf_park(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
+		     struct gw_tp_mr **mr)
+{
+	struct pool_buf b = { *buf, *cap, *mr };
+
+	*buf = NULL;
+	*cap = 0;
+	*mr = NULL;
+	if (!b.buf)
+		return;
+	if (ctx->npool == POOL_MAX) {
+		unsigned small = 0;
+
+		for (unsigned i = 1; i < POOL_MAX; i++)
+			if (ctx->pool[i].cap < ctx->pool[small].cap)
+				small = i;
+		if (ctx->pool[small].cap < b.cap) {
+			struct pool_buf t = ctx->pool[small];
+
+			ctx->pool[small] = b;
+			b = t;
+		}
+		gw_tp_mr_dereg(ctx->tp, b.mr);
+		free(b.buf);
+		return;
+	}
+	ctx->pool[ctx->npool++] = b;
+}
+
 /* Make *buf hold need bytes; register it when the provider wants that. */
 static int buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
 		       struct gw_tp_mr **mr, size_t need)
 {
 	size_t ncap = *cap ? *cap : 4096;
+	unsigned best = POOL_MAX;
 	uint8_t *nb;
 	int rc;
 
 	if (need <= *cap)
 		return 0;
-	while (ncap < need)
-		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
 	gw_tp_mr_dereg(ctx->tp, *mr);
 	*mr = NULL;
 	free(*buf);
 	*buf = NULL;
 	*cap = 0;
+	for (unsigned i = 0; i < ctx->npool; i++)	/* best fit */
+		if (ctx->pool[i].cap >= need &&
+		    (best == POOL_MAX || ctx->pool[i].cap < ctx->pool[best].cap))
+			best = i;
+	if (best < POOL_MAX) {
+		*buf = ctx->pool[best].buf;
+		*cap = ctx->pool[best].cap;
+		*mr = ctx->pool[best].mr;
+		ctx->pool[best] = ctx->pool[--ctx->npool];
+		return 0;
+	}
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
 	if (posix_memalign((void **)&nb, 64, ncap))
 		return -ENOMEM;
 	if (ctx->tp && (gw_tp_mr_mode(ctx->tp) & FI_MR_LOCAL)) {
@@ -489,6 +541,10 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 		gw_mac_destroy(c->tx);
 		gw_mac_destroy(c->rx);
 		OPENSSL_cleanse(&c->hs, sizeof(c->hs));
+	}
+	for (unsigned i = 0; i < ctx->npool; i++) {
+		gw_tp_mr_dereg(ctx->tp, ctx->pool[i].mr);
+		free(ctx->pool[i].buf);
 	}
 	gw_tp_destroy(ctx->tp);	/* after the buffers' registrations went */
 	gw_rs_destroy(ctx->rs);
@@ -956,20 +1012,10 @@ int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep)
 	cs = gw_map_get(&ctx->conns[peer].slots, slot);
 	if (!cs)
 		return 0;
-	if (!cs->sbusy && cs->scap > keep) {
-		gw_tp_mr_dereg(ctx->tp, cs->smr);
-		free(cs->sbuf);
-		cs->smr = NULL;
-		cs->sbuf = NULL;
-		cs->scap = 0;
-	}
-	if (!cs->rbusy && !cs->stash && cs->rcap > keep) {
-		gw_tp_mr_dereg(ctx->tp, cs->rmr);
-		free(cs->rbuf);
-		cs->rmr = NULL;
-		cs->rbuf = NULL;
-		cs->rcap = 0;
-	}
+	if (!cs->sbusy && cs->scap > keep)
+		buf_park(ctx, &cs->sbuf, &cs->scap, &cs->smr);
+	if (!cs->rbusy && !cs->stash && cs->rcap > keep)
+		buf_park(ctx, &cs->rbuf, &cs->rcap, &cs->rmr);
 	return 0;
 }
 

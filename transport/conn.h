@@ -166,10 +166,12 @@ ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
 int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
 
 /**
- * gw_ctx_slot_trim() - free the frame buffers of (peer, slot) that are idle
- * and larger than keep bytes; its sequence numbers stay. For hosts whose
- * slots come and go (Gloo's tags), so buffers do not pile up per slot.
- * Return: 0, or -EINVAL for a bad peer.
+ * gw_ctx_slot_trim() - take the frame buffers of (peer, slot) that are idle
+ * and larger than keep bytes; its sequence numbers stay. They go to the
+ * context's pool (16 buffers, the largest kept), where the next slot that
+ * needs a buffer finds one, or are freed. For hosts whose slots come and go
+ * (Gloo's tags), so buffers neither pile up per slot nor are allocated anew
+ * for every message. Return: 0, or -EINVAL for a bad peer.
  */
 int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
 

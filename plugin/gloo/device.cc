@@ -314,7 +314,6 @@ private:
 	// Posted and queued operations (under mu).
 	std::unordered_map<uint64_t, std::deque<std::unique_ptr<Op>>> queues_;
 	std::vector<Op *> inflight_;
-	std::deque<uint64_t> idle_; // drained (peer, slot)s whose buffers stay
 	std::deque<std::unique_ptr<Op>> anyops_; // receives from any of several
 	std::unordered_map<uint64_t, int> blocked_; // receive queues armed ones hold
 };
@@ -690,23 +689,13 @@ void Context::notify(Op *op, int peer, int rc)
 	}
 }
 
-// Keep the frame buffers of the last few drained slots (a collective reuses
-// its slot step after step); trim older ones, so slots that Gloo's tags
-// leave behind do not each keep their largest buffers.
+// A drained slot gives its frame buffers to the context's pool: every
+// collective has new tags, hence new slots, and would otherwise allocate
+// (and fault in) fresh buffers for every message, and slots that Gloo's
+// tags leave behind would each keep theirs.
 void Context::idle(int peer, uint32_t gslot)
 {
-	uint64_t key = (uint64_t)peer << 32 | gslot;
-	auto it = std::find(idle_.begin(), idle_.end(), key);
-
-	if (it != idle_.end())
-		idle_.erase(it);
-	idle_.push_front(key);
-	while (idle_.size() > 8) {
-		uint64_t old = idle_.back();
-
-		idle_.pop_back();
-		gwg_trim(gw_, (int)(old >> 32), (uint32_t)old);
-	}
+	gwg_trim(gw_, peer, gslot);
 }
 
 void Context::progress(std::unique_lock<std::mutex> &lk)

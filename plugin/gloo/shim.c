@@ -13,7 +13,6 @@
 #include "init.h"
 #include "shim.h"
 
-#define TRIM_KEEP (1u << 20)
 
 _Static_assert(_Alignof(struct gw_ctx_req) <= 16, "gwg_req alignment");
 
@@ -162,5 +161,5 @@ int gwg_progress(struct gwg_ctx *c, int timeout_ms)
 
 void gwg_trim(struct gwg_ctx *c, int peer, uint32_t slot)
 {
-	gw_ctx_slot_trim((struct gw_ctx *)c, peer, slot, TRIM_KEEP);
+	gw_ctx_slot_trim((struct gw_ctx *)c, peer, slot, 0);
 }

@@ -89,7 +89,7 @@ void gwg_withdraw(struct gwg_ctx *c, struct gwg_req *r);
 void gwg_req_retarget(struct gwg_req *r, void *buf);
 /** gwg_progress() - read completions for up to timeout_ms. */
 int gwg_progress(struct gwg_ctx *c, int timeout_ms);
-/** gwg_trim() - free the idle frame buffers of (peer, slot) above 1 MiB. */
+/** gwg_trim() - move the idle frame buffers of (peer, slot) to the pool. */
 void gwg_trim(struct gwg_ctx *c, int peer, uint32_t slot);
 
 #ifdef __cplusplus
