@@ -8,7 +8,8 @@ GLOO_DEVICE_TRANSPORT=GRADWIRE (libgradwire_gloo.so loaded with ctypes), on
 bit the same under both devices and equal to the value computed here:
 allreduce (sum, max; float32, int64; 16 MiB float32), concurrent async
 allreduces, broadcast from two roots, allgather, barrier, and point-to-point
-send/recv (blocking, a ring of isend/irecv, and recv from any rank). Each GRADWIRE rank checks
+send/recv (blocking, a ring of isend/irecv, and recv from any rank), and
+10 steps of DDP training (its parameters must match too). Each GRADWIRE rank checks
 through the library's probes that its traffic went through gradwire.
 From 3 processes on, frames are authenticated (GRADWIRE_MAC=required).
 Also: GRADWIRE_GLOO_COMPRESS=1 is refused at init with a message naming it,
@@ -100,6 +101,20 @@ def battery(rank, size):
     t = data(rank, BIG, torch.float32, 23)
     dist.all_reduce(t)
     out["allreduce_16MiB"] = t
+    # an unchanged training script: DDP, small buckets, 10 SGD steps
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.25)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    for _ in range(10):
+        x, y = torch.randn(32, 256, generator=g), torch.randint(0, 10, (32,), generator=g)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+    for i, p in enumerate(model.parameters()):
+        out[f"ddp_param_{i}"] = p.detach().clone()
     dist.barrier()
     return out
 
@@ -212,9 +227,9 @@ def run(size, lib, outdir):
                 fails += 1
                 print(f"FAIL size {size} rank {rank} {k}: same as tcp {same}, "
                       f"as expected {ok}")
-        # float sums: every rank holds the same bits
+        # float sums and trained parameters: every rank holds the same bits
         for k in a:
-            if k.startswith(("allreduce", "async")):
+            if k.startswith(("allreduce", "async", "ddp")):
                 b0 = torch.load(os.path.join(outdir, "GRADWIRE.0.pt"))[k]
                 if not torch.equal(b0, b[k]):
                     fails += 1
