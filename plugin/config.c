@@ -79,6 +79,11 @@ static const struct param table[] = {
 	{ .info = { "GRADWIRE_LOG", "one of: error, warn, info, debug", "warn",
 	    "log level; info also logs this configuration with each value's "
 	    "source" }, .type = T_ENUM, .off = OFF(log), .names = log_levels },
+	{ .info = { "GRADWIRE_GLOO_COMPRESS", "boolean", "0",
+	    "Gloo device (libgradwire_gloo.so): lossy compression of allreduce "
+	    "traffic. Only 0 is accepted: Gloo's algorithms cannot keep replicas "
+	    "identical with it (docs/integration.md)" },
+	  .type = T_BOOL, .off = OFF(gloo_compress) },
 };
 #define NPARAM (sizeof(table) / sizeof(table[0]))
 

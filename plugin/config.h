@@ -29,6 +29,7 @@ struct gw_config {
 	bool force_mr;
 	bool stats;
 	int log;		/* enum gw_log_level */
+	bool gloo_compress;	/* rejected by the Gloo device (plugin/gloo) */
 	const char *src[32];	/* per parameter: "default" or "environment" */
 };
 

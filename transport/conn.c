@@ -7,7 +7,8 @@
  * residual store and one codec scratch area (encodes run in the caller's
  * thread, one at a time). A conn owns its two MAC contexts and a map of
  * struct conn_slot, which owns the frame buffers of one (peer, slot): one for
- * the send in flight, one for the receive in flight. Buffers only grow.
+ * the send in flight, one for the receive in flight. Buffers only grow,
+ * unless gw_ctx_slot_trim() moves idle ones to the context's pool.
  *
  * Handshake (all peers at once, two rounds):
  *   store: "<job>/host/<rank>" = host id
@@ -32,6 +33,7 @@
  * caller allows it (GW_CTX_ZEROCOPY): below, the copy costs less than the
  * gathered send. */
 #define GATHER_MIN (64u << 10)
+#define POOL_MAX 16
 
 struct conn_slot {
 	uint32_t slot;
@@ -63,6 +65,14 @@ struct gw_ctx {
 	void *scratch;
 	size_t scratch_cap;
 	FILE *stats_out;
+	/* Frame buffers that gw_ctx_slot_trim() took from idle slots, for the
+	 * next slot that needs one (largest kept when full). */
+	struct pool_buf {
+		uint8_t *buf;
+		size_t cap;
+		struct gw_tp_mr *mr;
+	} pool[POOL_MAX];
+	unsigned npool;
 };
 
 #define ctx_log(ctx, lvl, ...) gw_log((ctx)->log_level, (lvl), (ctx)->rank, __VA_ARGS__)
@@ -96,23 +106,65 @@ static void slot_free(struct gw_ctx *ctx, struct conn_slot *cs)
 	free(cs);
 }
 
+/* Keep an idle buffer in the pool, or free it (or a smaller pooled one). */
+static void buf_park(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
+		     struct gw_tp_mr **mr)
+{
+	struct pool_buf b = { *buf, *cap, *mr };
+
+	*buf = NULL;
+	*cap = 0;
+	*mr = NULL;
+	if (!b.buf)
+		return;
+	if (ctx->npool == POOL_MAX) {
+		unsigned small = 0;
+
+		for (unsigned i = 1; i < POOL_MAX; i++)
+			if (ctx->pool[i].cap < ctx->pool[small].cap)
+				small = i;
+		if (ctx->pool[small].cap < b.cap) {
+			struct pool_buf t = ctx->pool[small];
+
+			ctx->pool[small] = b;
+			b = t;
+		}
+		gw_tp_mr_dereg(ctx->tp, b.mr);
+		free(b.buf);
+		return;
+	}
+	ctx->pool[ctx->npool++] = b;
+}
+
 /* Make *buf hold need bytes; register it when the provider wants that. */
 static int buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
 		       struct gw_tp_mr **mr, size_t need)
 {
 	size_t ncap = *cap ? *cap : 4096;
+	unsigned best = POOL_MAX;
 	uint8_t *nb;
 	int rc;
 
 	if (need <= *cap)
 		return 0;
-	while (ncap < need)
-		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
 	gw_tp_mr_dereg(ctx->tp, *mr);
 	*mr = NULL;
 	free(*buf);
 	*buf = NULL;
 	*cap = 0;
+	for (unsigned i = 0; i < ctx->npool; i++)	/* best fit */
+		if (ctx->pool[i].cap >= need &&
+		    (best == POOL_MAX || ctx->pool[i].cap < ctx->pool[best].cap))
+			best = i;
+	if (best < POOL_MAX) {
+		*buf = ctx->pool[best].buf;
+		*cap = ctx->pool[best].cap;
+		*mr = ctx->pool[best].mr;
+		ctx->pool[best] = ctx->pool[--ctx->npool];
+		return 0;
+	}
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
 	if (posix_memalign((void **)&nb, 64, ncap))
 		return -ENOMEM;
 	if (ctx->tp && (gw_tp_mr_mode(ctx->tp) & FI_MR_LOCAL)) {
@@ -143,7 +195,7 @@ static int scratch_reserve(struct gw_ctx *ctx, size_t need)
 
 /* ---- handshake ------------------------------------------------------------- */
 
-static uint64_t host_id_default(void)
+uint64_t gw_ctx_host_id_default(void)
 {
 	char name[256] = "";
 	uint64_t h = UINT64_C(0xcbf29ce484222325);	/* FNV-1a */
@@ -346,7 +398,7 @@ static int handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
 {
 	uint8_t psk[GW_MAC_KEY_LEN];
 	bool has_key = false;
-	uint64_t host = cfg->host_id ? cfg->host_id : host_id_default();
+	uint64_t host = cfg->host_id ? cfg->host_id : gw_ctx_host_id_default();
 	struct gw_hs_hello base;
 	struct hs_peer *hp = NULL;
 	char key[160];
@@ -493,6 +545,10 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 		gw_mac_destroy(c->tx);
 		gw_mac_destroy(c->rx);
 		OPENSSL_cleanse(&c->hs, sizeof(c->hs));
+	}
+	for (unsigned i = 0; i < ctx->npool; i++) {
+		gw_tp_mr_dereg(ctx->tp, ctx->pool[i].mr);
+		free(ctx->pool[i].buf);
 	}
 	gw_tp_destroy(ctx->tp);	/* after the buffers' registrations went */
 	gw_rs_destroy(ctx->rs);
@@ -1021,6 +1077,42 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 	}
 	free(r);
 	return rc;
+}
+
+int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got;
+
+	if (!cs || r->ctx != ctx || r->dir != 1)
+		return -EINVAL;
+	/* The same as recv_any does with its losers. */
+	got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r->tp, 0);
+	r->cs = NULL;
+	cs->rbusy = false;
+	if (got >= 0) {
+		cs->stash = (size_t)got;
+		return 1;
+	}
+	cs->stash = 0;
+	cs->recv_seq--;
+	return 0;
+}
+
+int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep)
+{
+	struct conn_slot *cs;
+
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank)
+		return -EINVAL;
+	cs = gw_map_get(&ctx->conns[peer].slots, slot);
+	if (!cs)
+		return 0;
+	if (!cs->sbusy && cs->scap > keep)
+		buf_park(ctx, &cs->sbuf, &cs->scap, &cs->smr);
+	if (!cs->rbusy && !cs->stash && cs->rcap > keep)
+		buf_park(ctx, &cs->rbuf, &cs->rcap, &cs->rmr);
+	return 0;
 }
 
 /* ---- statistics and residuals ---------------------------------------------- */

@@ -168,6 +168,29 @@ ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
 		    uint32_t slot, uint32_t seq, const void *body, size_t len,
 		    uint8_t *out, size_t cap);
 
+/**
+ * gw_ctx_recv_withdraw() - take back a posted receive that did not complete
+ * (what gw_ctx_recv_any() does with the peers that lose), for hosts that
+ * build their own receive-from-any. A message that already arrived is kept
+ * for the next receive on its (peer, slot); otherwise the receive is
+ * cancelled and its sequence number given back.
+ * Return: 1 (it had arrived and is kept), 0 (cancelled), -EINVAL.
+ */
+int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
+
+/**
+ * gw_ctx_slot_trim() - take the frame buffers of (peer, slot) that are idle
+ * and larger than keep bytes; its sequence numbers stay. They go to the
+ * context's pool (16 buffers, the largest kept), where the next slot that
+ * needs a buffer finds one, or are freed. For hosts whose slots come and go
+ * (Gloo's tags), so buffers neither pile up per slot nor are allocated anew
+ * for every message. Return: 0, or -EINVAL for a bad peer.
+ */
+int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
+
+/** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0. */
+uint64_t gw_ctx_host_id_default(void);
+
 /** gw_ctx_codec() - the codec negotiated with peer. */
 const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
 int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s);

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim.c - gradwire's context for the Gloo device (shim.h has the contract).
+ *
+ * A struct gwg_ctx is a struct gw_ctx; a struct gwg_req is a struct
+ * gw_ctx_req. Only byte messages are used: Gloo's transport sees bytes, not
+ * types, so everything it carries travels exactly (frames are still
+ * authenticated when GRADWIRE_MAC asks for it, and counted in statistics).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include "config.h"
+#include "init.h"
+#include "shim.h"
+
+
+_Static_assert(_Alignof(struct gw_ctx_req) <= 16, "gwg_req alignment");
+
+static int store_set(void *s, const char *key, const void *val, size_t len)
+{
+	const struct gwg_store *st = s;
+
+	return st->set(st->arg, key, val, len);
+}
+
+static ssize_t store_get(void *s, const char *key, void *buf, size_t cap,
+			 int timeout_ms)
+{
+	const struct gwg_store *st = s;
+
+	return st->get(st->arg, key, buf, cap, timeout_ms);
+}
+
+static const struct gw_store_ops store_ops = {
+	.set = store_set,
+	.get = store_get,
+};
+
+static int load(struct gw_config *cfg, char *err, size_t errlen)
+{
+	int rc = gw_config_load(cfg, NULL, err, errlen);
+
+	if (rc)
+		return rc;
+	if (cfg->gloo_compress) {
+		snprintf(err, errlen, "GRADWIRE_GLOO_COMPRESS=1 is not supported: "
+			 "Gloo's ring allreduce forwards chunks hop by hop, so "
+			 "lossy frames would leave replicas different (see "
+			 "docs/integration.md); unset it or use 0");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+int gwg_config_check(int *timeout_ms, char *err, size_t errlen)
+{
+	struct gw_config cfg;
+	int rc = load(&cfg, err, errlen);
+
+	if (!rc && timeout_ms)
+		*timeout_ms = (int)cfg.timeout_ms;
+	return rc;
+}
+
+int gwg_create(int rank, int size, const struct gwg_store *st,
+	       struct gwg_ctx **out, char *err, size_t errlen)
+{
+	struct gw_store store = { &store_ops, (void *)st };
+	struct gw_config cfg;
+	struct gw_ctx *ctx;
+	int rc;
+
+	rc = load(&cfg, err, errlen);
+	if (rc)
+		return rc;
+	cfg.job = "gloo";	/* the keys of shim.h; the store is ours alone */
+	rc = gw_ctx_create_config(&cfg, rank, size, &store, &ctx, err, errlen);
+	if (rc)
+		return rc;
+	*out = (struct gwg_ctx *)ctx;
+	return 0;
+}
+
+void gwg_destroy(struct gwg_ctx *c)
+{
+	gw_ctx_destroy((struct gw_ctx *)c);
+}
+
+uint64_t gwg_host_id(void)
+{
+	return gw_ctx_host_id_default();
+}
+
+const char *gwg_provider(struct gwg_ctx *c)
+{
+	return gw_tp_provider(gw_ctx_tp((struct gw_ctx *)c));
+}
+
+void gwg_log(int level, int rank, const char *msg)
+{
+	struct gw_config cfg;
+	char err[256];
+
+	if (gw_config_load(&cfg, NULL, err, sizeof(err)))
+		cfg.log = GW_LOG_WARN;
+	gw_log(cfg.log, level, rank, "%s", msg);
+}
+
+const char *gwg_strerror(int err)
+{
+	return gw_strerror(err);
+}
+
+size_t gwg_req_size(void)
+{
+	return sizeof(struct gw_ctx_req);
+}
+
+int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf,
+	      size_t len, struct gwg_req *r)
+{
+	return gw_ctx_isend_bytes((struct gw_ctx *)c, peer, slot, buf, len,
+				  (struct gw_ctx_req *)r);
+}
+
+int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf,
+	      size_t len, struct gwg_req *r)
+{
+	return gw_ctx_irecv_bytes((struct gw_ctx *)c, peer, slot, buf, len,
+				  (struct gw_ctx_req *)r);
+}
+
+int gwg_test(struct gwg_ctx *c, struct gwg_req *r)
+{
+	struct gw_ctx_req *q = (struct gw_ctx_req *)r;
+
+	return gw_tp_test(gw_ctx_tp((struct gw_ctx *)c), &q->tp);
+}
+
+int gwg_finish(struct gwg_ctx *c, struct gwg_req *r)
+{
+	return gw_ctx_wait((struct gw_ctx *)c, (struct gw_ctx_req *)r);
+}
+
+void gwg_withdraw(struct gwg_ctx *c, struct gwg_req *r)
+{
+	gw_ctx_recv_withdraw((struct gw_ctx *)c, (struct gw_ctx_req *)r);
+}
+
+void gwg_req_retarget(struct gwg_req *r, void *buf)
+{
+	((struct gw_ctx_req *)r)->dst = buf;
+}
+
+int gwg_progress(struct gwg_ctx *c, int timeout_ms)
+{
+	int rc = gw_tp_progress(gw_ctx_tp((struct gw_ctx *)c), timeout_ms);
+
+	return rc < 0 ? rc : 0;
+}
+
+void gwg_trim(struct gwg_ctx *c, int peer, uint32_t slot)
+{
+	gw_ctx_slot_trim((struct gw_ctx *)c, peer, slot, 0);
+}
