@@ -315,6 +315,24 @@ static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
  * owner's bits and every hop stays compressed; a link that negotiated
  * another codec gets the decoded values exactly.
  */
+/*
+ * Whether allgather unit u needs the lossy treatment: the owner's hop when
+ * the link to next compresses a segment of cnt values, a later hop when the
+ * payload it passes on is compressed. Otherwise the values travel exactly
+ * (the same bits every rank holds), straight from the buffer.
+ */
+static bool lossy_hop(const struct gw_coll *c, int next, uint64_t cnt,
+		      const struct gw_ctx_req *got, uint32_t u,
+		      const struct ring *g)
+{
+	struct gw_payload p;
+
+	if (u / g->nseg == (uint32_t)c->size - 1)
+		return gw_ctx_compresses(c->ctx, next, cnt);
+	return got->payload && !gw_payload_parse(got->payload, got->payload_len, &p) &&
+	       p.id != GW_CODEC_NONE;
+}
+
 static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 		     const struct gw_ctx_req *got, struct gw_ctx_req *r)
 {
@@ -324,7 +342,7 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 
 	if (!cnt)
 		return 0;
-	if (unit_rs(c, g, u) || !g->lossy)
+	if (unit_rs(c, g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
 		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
 				    g->lossy | GW_CTX_ZEROCOPY, r);
 	if (u / g->nseg == (uint32_t)c->size - 1) {	/* the owner's hop */

@@ -673,6 +673,13 @@ static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs,
 	return rc;
 }
 
+bool gw_ctx_compresses(const struct gw_ctx *ctx, int peer, uint64_t n)
+{
+	const struct gw_codec *codec = &ctx->conns[peer].hs.codec;
+
+	return codec->ops->lossy && n * sizeof(float) >= ctx->min_compress_bytes;
+}
+
 int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
 {
@@ -696,8 +703,7 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	if (cs->sbusy)
 		return -EBUSY;
 	codec = &cs->c->hs.codec;
-	r->lossy = (flags & GW_CTX_LOSSY) && codec->ops->lossy &&
-		   n * sizeof(float) >= ctx->min_compress_bytes;
+	r->lossy = (flags & GW_CTX_LOSSY) && gw_ctx_compresses(ctx, peer, n);
 	if (!r->lossy && !sent && (flags & GW_CTX_ZEROCOPY) &&
 	    n * sizeof(float) >= GATHER_MIN && gw_tp_can_sendv(ctx->tp, 3)) {
 		rc = post_gathered(ctx, cs, x, n, r);

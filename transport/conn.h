@@ -99,6 +99,13 @@ int gw_ctx_rank(const struct gw_ctx *ctx);
 int gw_ctx_size(const struct gw_ctx *ctx);
 struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
 
+/**
+ * gw_ctx_compresses() - whether a send of n values to peer flagged
+ * GW_CTX_LOSSY would use the negotiated lossy codec (it is lossy, and the
+ * tensor is at least min_compress_bytes). peer must be a valid peer.
+ */
+bool gw_ctx_compresses(const struct gw_ctx *ctx, int peer, uint64_t n);
+
 /** gw_ctx_isend() - post float32 x[0..n) to peer on slot. */
 int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
 		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
