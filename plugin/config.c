@@ -58,8 +58,9 @@ static const struct param table[] = {
 	  .type = T_SIZE, .off = OFF(min_compress_bytes) },
 	{ .info = { "GRADWIRE_SEGMENT_BYTES", "size", "1M",
 	    "allreduce pipelines each ring chunk in segments of about this many "
-	    "bytes, so encoding, the wire and decoding overlap; 0 sends whole "
-	    "chunks. Every rank must use the same value" },
+	    "bytes on the wire (a compressed segment holds more values), so "
+	    "encoding, the wire and decoding overlap; 0 sends whole chunks. "
+	    "Every rank must use the same value" },
 	  .type = T_SIZE, .off = OFF(segment_bytes) },
 	{ .info = { "GRADWIRE_MAC", "one of: off, optional, required", "off",
 	    "frame authentication: off; optional (on when both peers have a "
