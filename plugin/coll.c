@@ -13,7 +13,8 @@
  * chunk (rank - t) to next and takes chunk (rank - t - 1) from prev: for
  * t < size - 1 it adds into place (reduce-scatter, GW_CTX_ADD), after which
  * rank r owns chunk r + 1; the next size - 1 steps overwrite (allgather).
- * Each chunk travels in segments (gw_coll_set_segment(), 1 MiB by default),
+ * Each chunk travels in segments of about gw_coll_set_segment() bytes on
+ * the wire (1 MiB by default; see segment_values()),
  * and a segment moves on as soon as it has arrived (see ring_run()), so
  * encoding, the wire and decoding of different segments overlap. Every
  * (step, segment) unit has its own slot, hence its own error-feedback

@@ -47,7 +47,8 @@ void gw_coll_destroy(struct gw_coll *c);
 struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
 /**
  * gw_coll_set_segment() - pipeline allreduce chunks in segments of about
- * this many bytes (0: one segment per chunk). Every rank must set the same.
+ * this many bytes on the wire (0: one segment per chunk). Every rank must
+ * set the same, and pass the same flags to each allreduce.
  */
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
 
