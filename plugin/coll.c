@@ -362,6 +362,19 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 	return rc;
 }
 
+/* Wait for r[0..n) in order while rc stays 0; abort the rest once it is not. */
+static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n,
+			 int rc)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (rc)
+			gw_ctx_abort(c->ctx, &r[i]);
+		else
+			rc = gw_ctx_waitall(c->ctx, &r[i], 1);
+	}
+	return rc;
+}
+
 static int ring_run(struct gw_coll *c, const struct ring *g)
 {
 	struct gw_ctx_req *rr = c->req, *sr = c->req + g->units;
@@ -389,16 +402,14 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 		fail(c, rc, unit_rs(c, g, u - 1) ? "allreduce reduce-scatter"
 						 : "allreduce allgather",
 		     (int)((u - 1) / g->nseg));
-		for (u = 0; u < g->units; u++) {
-			gw_ctx_abort(c->ctx, &rr[u]);
-			gw_ctx_abort(c->ctx, &sr[u]);
-		}
+		wait_or_abort(c, rr, g->units, rc);
+		wait_or_abort(c, sr, g->units, rc);
 		return rc;
 	}
-	/* The sends still in flight (see above), then the last receives. */
-	rc = gw_ctx_waitall(c->ctx, sr, g->units);
-	if (!rc)
-		rc = gw_ctx_waitall(c->ctx, rr, g->units);
+	/* The sends still in flight (see above), then the last receives; after
+	 * a failure the rest are withdrawn, not waited for one timeout each. */
+	rc = wait_or_abort(c, sr, g->units, 0);
+	rc = wait_or_abort(c, rr, g->units, rc);
 	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
 }
 
