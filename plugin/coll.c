@@ -311,14 +311,6 @@ static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
 }
 
 /*
- * Reduce-scatter units go out with the codec (and their own residual) when
- * lossy. In a lossy allgather the owner's unit is encoded once and the owner
- * keeps what the next rank decodes; later hops forward the payload they
- * received byte for byte (gw_ctx_isend_fwd), so every rank ends with the
- * owner's bits and every hop stays compressed; a link that negotiated
- * another codec gets the decoded values exactly.
- */
-/*
  * Whether allgather unit u needs the lossy treatment: the owner's hop when
  * the link to next compresses a segment of cnt values, a later hop when the
  * payload it passes on is compressed. Otherwise the values travel exactly
@@ -336,6 +328,14 @@ static bool lossy_hop(const struct gw_coll *c, int next, uint64_t cnt,
 	       p.id != GW_CODEC_NONE;
 }
 
+/*
+ * Reduce-scatter units go out with the codec (and their own residual) when
+ * lossy. In a lossy allgather the owner's unit is encoded once and the owner
+ * keeps what the next rank decodes; later hops forward the payload they
+ * received byte for byte (gw_ctx_isend_fwd), so every rank ends with the
+ * owner's bits and every hop stays compressed; a link that negotiated
+ * another codec gets the decoded values exactly.
+ */
 static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 		     const struct gw_ctx_req *got, struct gw_ctx_req *r)
 {
