@@ -35,3 +35,36 @@ int gw_ctx_create_env(int rank, int size, struct gw_store *st,
 	}
 	return gw_ctx_create_config(&cfg, rank, size, st, out, err, errlen);
 }
+
+/* The host's store behind the transport's struct gw_store_ops. */
+static int host_set(void *s, const char *key, const void *val, size_t len)
+{
+	const struct gradwire_store *h = s;
+
+	return h->set(h->arg, key, val, len);
+}
+
+static ssize_t host_get(void *s, const char *key, void *buf, size_t cap,
+			int timeout_ms)
+{
+	const struct gradwire_store *h = s;
+
+	return h->get(h->arg, key, buf, cap, timeout_ms);
+}
+
+static void host_destroy(void *s)
+{
+	(void)s;	/* owned by the host */
+}
+
+static const struct gw_store_ops host_store_ops = {
+	.set = host_set,
+	.get = host_get,
+	.destroy = host_destroy,
+};
+
+void gw_store_host(struct gw_store *st, const struct gradwire_store *h)
+{
+	st->ops = &host_store_ops;
+	st->s = (void *)(uintptr_t)h;
+}

@@ -4,8 +4,15 @@
 #define GW_INIT_H
 
 #include "conn.h"
+#include "gradwire/plugin.h"
 
 struct gw_config;
+
+/**
+ * gw_store_host() - st as a view of the host's store h (the plugin table's
+ * struct gradwire_store), which must outlive every use of st.
+ */
+void gw_store_host(struct gw_store *st, const struct gradwire_store *h);
 
 /**
  * gw_ctx_create_env() - gw_ctx_create() with the settings of the

@@ -91,33 +91,6 @@ static int plugin_finalize(void)
 	return rc;
 }
 
-/* The host's store behind the transport's struct gw_store_ops. */
-static int host_set(void *s, const char *key, const void *val, size_t len)
-{
-	const struct gradwire_store *h = s;
-
-	return h->set(h->arg, key, val, len);
-}
-
-static ssize_t host_get(void *s, const char *key, void *buf, size_t cap,
-			int timeout_ms)
-{
-	const struct gradwire_store *h = s;
-
-	return h->get(h->arg, key, buf, cap, timeout_ms);
-}
-
-static void host_destroy(void *s)
-{
-	(void)s;	/* embedded in struct gradwire_context */
-}
-
-static const struct gw_store_ops host_store_ops = {
-	.set = host_set,
-	.get = host_get,
-	.destroy = host_destroy,
-};
-
 static void context_free(struct gradwire_context *g)
 {
 	gw_coll_destroy(g->coll);
@@ -200,8 +173,7 @@ static int plugin_context_create(int rank, int size,
 	memcpy(&g->host, store, store->size < sizeof(g->host) ? store->size
 							     : sizeof(g->host));
 	g->host.size = sizeof(g->host);
-	g->host_st.ops = &host_store_ops;
-	g->host_st.s = &g->host;
+	gw_store_host(&g->host_st, &g->host);
 	return context_open(g, rank, size, &g->host_st, out, err, errlen);
 }
 

@@ -281,7 +281,7 @@ public:
 
 private:
 	static int storeSet(void *arg, const char *key, const void *val, size_t len);
-	static long storeGet(void *arg, const char *key, void *buf, size_t cap,
+	static ssize_t storeGet(void *arg, const char *key, void *buf, size_t cap,
 			     int timeout_ms);
 	void open();
 	std::unique_ptr<Op> makeOp(UnboundBuffer *ub, bool send, int peer,
@@ -307,7 +307,7 @@ private:
 	int connected_ = 0, rc_ = 0;
 	char err_[512] = "";
 	std::thread thread_;
-	struct gwg_store store_ = {};
+	struct gradwire_store store_ = {};
 	struct gwg_ctx *gw_ = nullptr;
 	std::string provider_;
 
@@ -349,7 +349,7 @@ int Context::storeSet(void *arg, const char *key, const void *val, size_t len)
 	return 0;
 }
 
-long Context::storeGet(void *arg, const char *key, void *buf, size_t cap,
+ssize_t Context::storeGet(void *arg, const char *key, void *buf, size_t cap,
 		       int timeout_ms)
 {
 	auto *c = static_cast<Context *>(arg);
@@ -388,6 +388,7 @@ std::unique_ptr<::gloo::transport::Pair> &Context::createPair(int peer)
 
 		if (!started_) {
 			started_ = true;
+			store_.size = sizeof(store_);
 			store_.set = storeSet;
 			store_.get = storeGet;
 			store_.arg = this;

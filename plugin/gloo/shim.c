@@ -16,26 +16,6 @@
 
 _Static_assert(_Alignof(struct gw_ctx_req) <= 16, "gwg_req alignment");
 
-static int store_set(void *s, const char *key, const void *val, size_t len)
-{
-	const struct gwg_store *st = s;
-
-	return st->set(st->arg, key, val, len);
-}
-
-static ssize_t store_get(void *s, const char *key, void *buf, size_t cap,
-			 int timeout_ms)
-{
-	const struct gwg_store *st = s;
-
-	return st->get(st->arg, key, buf, cap, timeout_ms);
-}
-
-static const struct gw_store_ops store_ops = {
-	.set = store_set,
-	.get = store_get,
-};
-
 static int load(struct gw_config *cfg, char *err, size_t errlen)
 {
 	int rc = gw_config_load(cfg, NULL, err, errlen);
@@ -62,10 +42,10 @@ int gwg_config_check(int *timeout_ms, char *err, size_t errlen)
 	return rc;
 }
 
-int gwg_create(int rank, int size, const struct gwg_store *st,
+int gwg_create(int rank, int size, const struct gradwire_store *st,
 	       struct gwg_ctx **out, char *err, size_t errlen)
 {
-	struct gw_store store = { &store_ops, (void *)st };
+	struct gw_store store;
 	struct gw_config cfg;
 	struct gw_ctx *ctx;
 	int rc;
@@ -74,6 +54,7 @@ int gwg_create(int rank, int size, const struct gwg_store *st,
 	if (rc)
 		return rc;
 	cfg.job = "gloo";	/* the keys of shim.h; the store is ours alone */
+	gw_store_host(&store, st);
 	rc = gw_ctx_create_config(&cfg, rank, size, &store, &ctx, err, errlen);
 	if (rc)
 		return rc;

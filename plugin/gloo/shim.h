@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "gradwire/plugin.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,18 +22,6 @@ extern "C" {
 
 struct gwg_ctx;
 struct gwg_req;
-
-/**
- * struct gwg_store - the rendezvous store of gw_ctx_create(), as callbacks.
- * @set: publish val[0..len) under key. 0 or -errno.
- * @get: copy key's value into buf, waiting up to timeout_ms. Its length,
- *       -ETIMEDOUT, -ENOSPC (larger than cap) or another -errno.
- */
-struct gwg_store {
-	int (*set)(void *arg, const char *key, const void *val, size_t len);
-	long (*get)(void *arg, const char *key, void *buf, size_t cap, int timeout_ms);
-	void *arg;
-};
 
 /* The keys gw_ctx_create() uses, for rank r (the job prefix is "gloo"). */
 #define GWG_KEY_ADDR "gloo/tp/addr/%d"
@@ -49,7 +38,7 @@ int gwg_config_check(int *timeout_ms, char *err, size_t errlen);
  * gwg_create() - gw_ctx_create() configured from the environment, with the
  * job prefix "gloo" and the host store st (used only during this call).
  */
-int gwg_create(int rank, int size, const struct gwg_store *st,
+int gwg_create(int rank, int size, const struct gradwire_store *st,
 	       struct gwg_ctx **out, char *err, size_t errlen);
 /** gwg_destroy() - accepts NULL; prints statistics when GRADWIRE_STATS=1. */
 void gwg_destroy(struct gwg_ctx *c);
