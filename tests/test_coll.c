@@ -82,16 +82,6 @@ static uint64_t seed_of(int rank, uint64_t n, int step)
 	return (uint64_t)rank * 7919 + n * 31 + (uint64_t)step * 104729 + 1;
 }
 
-static uint64_t hash_of(const void *p, size_t len)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
 /* exact[i] = sum over ranks of their data, in double. */
 static void exact_sum(double *exact, double *mag, uint64_t n, int size, int step)
 {
@@ -133,7 +123,7 @@ static int record(const struct coll_arg *a, const char *tag, int rank,
 	f = fopen(path, "a");
 	if (!f)
 		return -1;
-	fprintf(f, "%016llx\n", (unsigned long long)hash_of(p, len));
+	fprintf(f, "%016llx\n", (unsigned long long)tp_hash(p, len));
 	fclose(f);
 	return 0;
 }

@@ -172,16 +172,6 @@ static uint64_t seed_of(int rank, int step)
 	return (uint64_t)rank * 7919 + (uint64_t)step * 104729 + 1;
 }
 
-static uint64_t hash_of(const void *p, size_t len)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
 #define FAIL(code, ...) do { fprintf(stderr, "rank %d: ", rank); \
 	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); rc = (code); \
 	goto out; } while (0)
@@ -222,7 +212,7 @@ static int check_allreduce(struct gradwire_context *c, int rank, int size,
 			     flags, i, y[i], exact[i]);
 	}
 	/* Every replica holds the same bits. */
-	h = hash_of(y, N * 4);
+	h = tp_hash(y, N * 4);
 	rc = gw->allgather(c, &h, all, sizeof(h));
 	if (rc)
 		FAIL(22, "allgather: %s", gw->strerror(rc));

@@ -124,3 +124,13 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 	rm_dir(dir);
 	return 0;
 }
+
+uint64_t tp_hash(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}

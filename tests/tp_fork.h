@@ -13,6 +13,9 @@
 #ifndef GW_TP_FORK_H
 #define GW_TP_FORK_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #define TP_MAX_RANKS 8
 
 typedef int (*tp_body)(int rank, int size, const char *dir, void *arg);
@@ -25,5 +28,7 @@ void tp_pin_loopback(void);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);
+/* FNV-1a of p[0..len): ranks compare their results' bits through it. */
+uint64_t tp_hash(const void *p, size_t len);
 
 #endif
