@@ -29,6 +29,26 @@ size_t gw_payload_bound(const struct gw_codec *c, uint64_t n)
 	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + c->ops->bound(c, n);
 }
 
+/* Write the header (and the non-finite record, if info has one) of a
+ * payload of codec id, n values and a section of len bytes: its length. */
+static ssize_t put_head(uint8_t *o, uint8_t id, const struct gw_enc_info *info,
+			uint64_t n, uint64_t len)
+{
+	o[0] = GW_PAYLOAD_VERSION;
+	o[1] = id;
+	o[2] = GW_DTYPE_F32;
+	o[3] = (uint8_t)info->flags;
+	gw_put32(o + 4, 0);
+	gw_put64(o + 8, n);
+	gw_put64(o + 16, len);
+	if (!(info->flags & GW_PF_NONFINITE))
+		return GW_PAYLOAD_HDR;
+	gw_put64(o + 24, info->nonfinite_index);
+	gw_put32(o + 32, info->nonfinite_bits);
+	gw_put32(o + 36, 0);
+	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC;
+}
+
 ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 			  const float *x, const float *res, float *res_out,
 			  uint64_t n, void *out, size_t cap)
@@ -48,26 +68,16 @@ ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 			     cap - GW_PAYLOAD_HDR - GW_PAYLOAD_NONFINITE_REC, &info);
 	if (len < 0)
 		return len;
-	o[0] = GW_PAYLOAD_VERSION;
-	o[1] = c->ops->id;
-	o[2] = GW_DTYPE_F32;
-	o[3] = (uint8_t)info.flags;
-	gw_put32(o + 4, 0);
-	gw_put64(o + 8, n);
-	gw_put64(o + 16, (uint64_t)len);
-	if (!(info.flags & GW_PF_NONFINITE))
-		return GW_PAYLOAD_HDR + len;
-	memmove(o + GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC, o + GW_PAYLOAD_HDR,
-		(size_t)len);
-	gw_put64(o + 24, info.nonfinite_index);
-	gw_put32(o + 32, info.nonfinite_bits);
-	gw_put32(o + 36, 0);
-	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + len;
+	if (info.flags & GW_PF_NONFINITE)
+		memmove(o + GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC,
+			o + GW_PAYLOAD_HDR, (size_t)len);
+	return put_head(o, c->ops->id, &info, n, (uint64_t)len) + len;
 }
 
 ssize_t gw_payload_head_exact(const float *x, uint64_t n, void *out,
 			      size_t cap)
 {
+	struct gw_enc_info info = { 0 };
 	uint8_t *o = out;
 	uint64_t bad;
 
@@ -79,19 +89,9 @@ ssize_t gw_payload_head_exact(const float *x, uint64_t n, void *out,
 	if (cap < GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC)
 		return -ENOSPC;
 	bad = gw_first_nonfinite(x, n);
-	o[0] = GW_PAYLOAD_VERSION;
-	o[1] = GW_CODEC_NONE;
-	o[2] = GW_DTYPE_F32;
-	o[3] = bad < n ? GW_PF_NONFINITE : 0;
-	gw_put32(o + 4, 0);
-	gw_put64(o + 8, n);
-	gw_put64(o + 16, n * 4);
-	if (bad == n)
-		return GW_PAYLOAD_HDR;
-	gw_put64(o + 24, bad);
-	gw_put32(o + 32, gw_f2u(x[bad]));
-	gw_put32(o + 36, 0);
-	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC;
+	if (bad < n)
+		gw_note_nonfinite(&info, bad, x[bad]);
+	return put_head(o, GW_CODEC_NONE, &info, n, n * 4);
 }
 
 int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
