@@ -128,22 +128,30 @@ static int record(const struct coll_arg *a, const char *tag, int rank,
 	return 0;
 }
 
+/* Read a rank's file (which must exist) into buf as a string, remove it. */
+static size_t take_file(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t len;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	len = fread(buf, 1, cap - 1, f);
+	buf[len] = 0;
+	fclose(f);
+	unlink(path);
+	return len;
+}
+
 /* Every rank's hash file of tag holds the same lines. */
 static void check_identical(const struct coll_arg *a, const char *tag, int size)
 {
 	char path[128], first[4096] = "", buf[4096];
 
 	for (int r = 0; r < size; r++) {
-		FILE *f;
 		size_t len;
 
 		snprintf(path, sizeof(path), "%s/%s-%d", a->dir, tag, r);
-		f = fopen(path, "r");
-		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-		len = fread(buf, 1, sizeof(buf) - 1, f);
-		buf[len] = 0;
-		fclose(f);
-		unlink(path);
+		len = take_file(path, buf, sizeof(buf));
 		if (r == 0)
 			memcpy(first, buf, len + 1);
 		else if (strcmp(first, buf))
@@ -674,16 +682,8 @@ static void test_killed(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
 	run(4, 60, body_kill, &a);
 	for (int r = 0; r < 4; r++) {
-		FILE *f;
-		size_t len;
-
 		snprintf(path, sizeof(path), "%s/err-%d", a.dir, r);
-		f = fopen(path, "r");
-		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-		len = fread(text, 1, sizeof(text) - 1, f);
-		text[len] = 0;
-		fclose(f);
-		unlink(path);
+		take_file(path, text, sizeof(text));
 		/* Rank 2 receives from the dead rank 1: it must say so. */
 		if (r == 2)
 			CU_ASSERT_PTR_NOT_NULL(strstr(text, "from rank 1"));
