@@ -275,6 +275,8 @@ public:
 	// One round of progress; may unlock lk for a moment.
 	void progress(std::unique_lock<std::mutex> &lk);
 	void orphan(UnboundBuffer *ub);
+	// mu, taken ahead of the progress loop (posting); throws if unconnected.
+	std::unique_lock<std::mutex> lockToPost();
 
 	std::mutex mu; // the gradwire context, queues, buffers' counters
 	std::atomic<int> posting{0}; // threads that wait for mu to post
@@ -509,18 +511,24 @@ std::unique_ptr<Op> Context::makeOp(UnboundBuffer *ub, bool send, int peer,
 	return op;
 }
 
-void Context::post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
-		   size_t offset, size_t nbytes)
+std::unique_lock<std::mutex> Context::lockToPost()
 {
-	std::unique_ptr<Op> op = makeOp(ub, send, peer, slot, offset, nbytes);
-	uint64_t key = queueKey(peer, send, op->gslot);
 	posting++;
-	std::lock_guard<std::mutex> g(mu);
+	std::unique_lock<std::mutex> g(mu);
 
 	posting--;
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", rank, " is not connected");
+	return g;
+}
+
+void Context::post(UnboundBuffer *ub, bool send, int peer, uint64_t slot,
+		   size_t offset, size_t nbytes)
+{
+	std::unique_ptr<Op> op = makeOp(ub, send, peer, slot, offset, nbytes);
+	uint64_t key = queueKey(peer, send, op->gslot);
+	std::unique_lock<std::mutex> g = lockToPost();
 	auto &q = queues_[key];
 	q.push_back(std::move(op));
 	if (q.size() == 1 && !blocked_.count(key))
@@ -550,13 +558,7 @@ void Context::postAny(UnboundBuffer *ub, const std::vector<int> &peers,
 	std::unique_ptr<Op> op = makeOp(ub, false, from[0], slot, offset, nbytes);
 	op->any = from;
 	op->subs.resize(from.size(), op->req);
-	posting++;
-	std::lock_guard<std::mutex> g(mu);
-
-	posting--;
-	if (!gw_)
-		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-			"gradwire: rank ", rank, " is not connected");
+	std::unique_lock<std::mutex> g = lockToPost();
 	anyops_.push_back(std::move(op));
 	arm(anyops_.back().get());
 }
