@@ -447,26 +447,6 @@ static void test_feedback(void)
 
 /* ---- PowerSGD: the linear form ------------------------------------------------ */
 
-/* x = A B^T: A (rows x r) from seed_a, B (cols x r) from seed_b. */
-static void low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r,
-		     uint64_t seed_a, uint64_t seed_b)
-{
-	float *u = tu_alloc(rows * r * 4), *w = tu_alloc(cols * r * 4);
-
-	tu_fill(u, rows * r, seed_a);
-	tu_fill(w, cols * r, seed_b);
-	for (uint64_t i = 0; i < rows; i++)
-		for (uint64_t j = 0; j < cols; j++) {
-			double t = 0;
-
-			for (unsigned k = 0; k < r; k++)
-				t += (double)u[i * r + k] * w[j * r + k];
-			x[i * cols + j] = (float)t;
-		}
-	free(u);
-	free(w);
-}
-
 static int body_lowrank(int rank, int size, const char *dir, void *arg)
 {
 	const struct coll_arg *a = arg;
@@ -486,11 +466,11 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 	/* 1. Exact rank 4: x_r = A_r B^T, so the sum is (sum A_r) B^T. */
 	memset(sum, 0, N * 8);
 	for (int r = 0; r < size; r++) {
-		low_rank(x, ROWS, COLS, 4, 100 + (uint64_t)r, 99);
+		tu_low_rank(x, ROWS, COLS, 4, 100 + (uint64_t)r, 99);
 		for (uint64_t i = 0; i < N; i++)
 			sum[i] += x[i];
 	}
-	low_rank(y, ROWS, COLS, 4, 100 + (uint64_t)rank, 99);
+	tu_low_rank(y, ROWS, COLS, 4, 100 + (uint64_t)rank, 99);
 	if (gw_coll_allreduce_id(c, 1, y, N, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 11;
 	err = rel_l2(y, sum, N, 1.0);

@@ -57,26 +57,6 @@ static ssize_t psgd_enc(struct psgd *s, const float *x, float *res, uint64_t n)
 				s->cap, &info);
 }
 
-/* x = A B^T with A (rows x r), B (cols x r) from seeds: exact rank r. */
-static void low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r,
-		     uint64_t seed)
-{
-	float *a = tu_alloc(rows * r * 4), *b = tu_alloc(cols * r * 4);
-
-	tu_fill(a, rows * r, seed);
-	tu_fill(b, cols * r, seed + 1);
-	for (uint64_t i = 0; i < rows; i++)
-		for (uint64_t j = 0; j < cols; j++) {
-			double s = 0;
-
-			for (unsigned k = 0; k < r; k++)
-				s += (double)a[i * r + k] * b[j * r + k];
-			x[i * cols + j] = (float)s;
-		}
-	free(a);
-	free(b);
-}
-
 static double rel_err(const float *x, const float *y, uint64_t n)
 {
 	double e = 0, s = 0;
@@ -118,7 +98,7 @@ static void exact_rank(unsigned r, uint64_t rows, uint64_t cols)
 		 (unsigned long long)cols);
 	psgd_open(&s, spec, n);
 	CU_ASSERT_EQUAL_FATAL(s.v.rank, r);
-	low_rank(x, rows, cols, r, 42 + r);
+	tu_low_rank(x, rows, cols, r, 42 + r, 43 + r);
 	printf("\n  rank %u, %llu x %llu, relative error by step:", r,
 	       (unsigned long long)rows, (unsigned long long)cols);
 	for (int step = 0; step < 3; step++) {
@@ -224,7 +204,7 @@ static void test_error_feedback(void)
 	double gap[2][2], rel[2][2], step_norm = 0;
 	struct psgd s;
 
-	low_rank(sig, 128, 96, 3, 7);	/* rank 3 signal, sent at rank 2 */
+	tu_low_rank(sig, 128, 96, 3, 7, 8);	/* rank 3 signal, sent at rank 2 */
 	for (int ef = 1; ef >= 0; ef--) {
 		psgd_open(&s, "powersgd:rank=2,cols=96", n);
 		memset(r, 0, n * 4);

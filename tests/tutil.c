@@ -101,3 +101,22 @@ void *tu_alloc(size_t bytes)
 	memset(p, 0, bytes ? bytes : 1);
 	return p;
 }
+
+void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r,
+		 uint64_t seed_a, uint64_t seed_b)
+{
+	float *a = tu_alloc(rows * r * 4), *b = tu_alloc(cols * r * 4);
+
+	tu_fill(a, rows * r, seed_a);
+	tu_fill(b, cols * r, seed_b);
+	for (uint64_t i = 0; i < rows; i++)
+		for (uint64_t j = 0; j < cols; j++) {
+			double t = 0;
+
+			for (unsigned k = 0; k < r; k++)
+				t += (double)a[i * r + k] * b[j * r + k];
+			x[i * cols + j] = (float)t;
+		}
+	free(a);
+	free(b);
+}
