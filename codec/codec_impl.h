@@ -82,8 +82,6 @@ static inline uint32_t gw_hash32(uint32_t x)
 }
 
 /* Record the first non-finite value an encode pass meets. */
-/** gw_first_nonfinite() - index of the first NaN/Inf in x[0..n), or n. */
-uint64_t gw_first_nonfinite(const float *x, uint64_t n);
 
 static inline void gw_note_nonfinite(struct gw_enc_info *info, uint64_t i, float v)
 {

@@ -4,7 +4,8 @@
  *
  * Section: n x f32 (4n bytes), nothing else.
  * With error feedback it sends y = x + r exactly, so the new residual is 0.
- * Non-finite values travel as themselves (and are flagged like everywhere).
+ * Non-finite values travel as themselves, so a `none` payload never needs
+ * (or carries) the non-finite record: its section already holds them.
  */
 #include "codec_impl.h"
 
@@ -14,55 +15,16 @@ static size_t none_bound(const struct gw_codec *c, uint64_t n)
 	return (size_t)n * 4;
 }
 
-/*
- * y = x (+ res) into o, in chunks whose non-finite test is an OR-reduction
- * without branches, so the compiler vectorizes the copy and the scan
- * together; only a chunk that holds a NaN/Inf is searched for the first.
- */
-static void copy_scan(const float *x, const float *res, float *o, uint64_t n,
-		      struct gw_enc_info *info)
+/* y = x (+ res) into o: one pass the compiler vectorizes. */
+static void copy_add(const float *x, const float *res, float *o, uint64_t n)
 {
-	enum { CHUNK = 2048 };
-
-	for (uint64_t i = 0; i < n; i += CHUNK) {
-		uint64_t e = n - i < CHUNK ? n : i + CHUNK;
-		uint32_t bad = 0;
-
-		if (res) {
-			for (uint64_t j = i; j < e; j++) {
-				o[j] = x[j] + res[j];
-				bad |= (gw_f2u(o[j]) & 0x7f800000u) == 0x7f800000u;
-			}
-		} else {
-			for (uint64_t j = i; j < e; j++) {
-				o[j] = x[j];
-				bad |= (gw_f2u(o[j]) & 0x7f800000u) == 0x7f800000u;
-			}
-		}
-		for (uint64_t j = i; bad && j < e; j++) {
-			if (gw_nonfinite(o[j])) {
-				gw_note_nonfinite(info, j, o[j]);
-				bad = 0;
-			}
-		}
+	if (!res) {
+		if (n)
+			memcpy(o, x, (size_t)n * sizeof(float));
+		return;
 	}
-}
-
-uint64_t gw_first_nonfinite(const float *x, uint64_t n)
-{
-	enum { CHUNK = 2048 };
-
-	for (uint64_t i = 0; i < n; i += CHUNK) {
-		uint64_t e = n - i < CHUNK ? n : i + CHUNK;
-		uint32_t bad = 0;
-
-		for (uint64_t j = i; j < e; j++)
-			bad |= (gw_f2u(x[j]) & 0x7f800000u) == 0x7f800000u;
-		for (uint64_t j = i; bad && j < e; j++)
-			if (gw_nonfinite(x[j]))
-				return j;
-	}
-	return n;
+	for (uint64_t i = 0; i < n; i++)
+		o[i] = x[i] + res[i];
 }
 
 static ssize_t none_encode(const struct gw_codec *c, void *state, void *scratch,
@@ -70,12 +32,12 @@ static ssize_t none_encode(const struct gw_codec *c, void *state, void *scratch,
 			   uint64_t n, void *out, size_t cap,
 			   struct gw_enc_info *info)
 {
-	(void)c, (void)state, (void)scratch;
+	(void)c, (void)state, (void)scratch, (void)info;
 	if (!gw_enc_args_ok(x, res, res_out, n))
 		return -EINVAL;
 	if (cap < none_bound(c, n))
 		return -ENOSPC;
-	copy_scan(x, res, out, n, info);
+	copy_add(x, res, out, n);
 	if (res_out)
 		memset(res_out, 0, (size_t)n * sizeof(float));
 	return (ssize_t)(n * 4);

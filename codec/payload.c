@@ -17,7 +17,10 @@
  * record carries the first NaN/Inf of the encoded tensor so that every codec,
  * even one whose format cannot represent it (int8, top-k), delivers a tensor
  * in which the receiver's overflow check still fires; the decoder writes the
- * value at its index after the codec's own decode.
+ * value at its index after the codec's own decode. A `none` section holds
+ * every value as itself, so a `none` payload has no record: its header is
+ * always GW_PAYLOAD_HDR bytes, which lets an exact frame be sent from, and
+ * received into, the caller's buffer (transport/conn.c).
  *
  * The parser trusts nothing: every field is range-checked before use and the
  * codec's decoder checks the section against n before it writes a byte.
@@ -74,24 +77,18 @@ ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 	return put_head(o, c->ops->id, &info, n, (uint64_t)len) + len;
 }
 
-ssize_t gw_payload_head_exact(const float *x, uint64_t n, void *out,
-			      size_t cap)
+ssize_t gw_payload_head_exact(uint64_t n, void *out, size_t cap)
 {
-	struct gw_enc_info info = { 0 };
-	uint8_t *o = out;
-	uint64_t bad;
+	static const struct gw_enc_info none_info;
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 	return -EOPNOTSUPP;	/* the section would need byte swapping */
 #endif
-	if ((n && !x) || !out || n > GW_MAX_ELEMS)
+	if (!out || n > GW_MAX_ELEMS)
 		return -EINVAL;
-	if (cap < GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC)
+	if (cap < GW_PAYLOAD_HDR)
 		return -ENOSPC;
-	bad = gw_first_nonfinite(x, n);
-	if (bad < n)
-		gw_note_nonfinite(&info, bad, x[bad]);
-	return put_head(o, GW_CODEC_NONE, &info, n, n * 4);
+	return put_head(out, GW_CODEC_NONE, &none_info, n, n * 4);
 }
 
 int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)

@@ -77,7 +77,36 @@ static void test_empty(void)
 	CU_ASSERT_EQUAL(y, 7);
 }
 
+/* A codec that cannot represent NaN/Inf (int8) carries the first in the
+ * record, and the decoder writes it back at its index. */
 static void test_nonfinite_record(void)
+{
+	float x[N], y[N], acc[N] = { 0 };
+	uint8_t buf[1024];
+	struct gw_codec c;
+	void *scratch;
+	ssize_t len;
+
+	CU_ASSERT_EQUAL_FATAL(gw_codec_parse("int8", &c, NULL, 0), 0);
+	scratch = malloc(gw_codec_scratch_size(&c, N) + 1);
+	CU_ASSERT_FATAL(scratch != NULL);
+	tu_fill(x, N, 2);
+	x[5] = -INFINITY;
+	x[9] = NAN;
+	len = gw_payload_encode(&c, NULL, scratch, x, NULL, NULL, N, buf, sizeof(buf));
+	free(scratch);
+	CU_ASSERT_FATAL(len > GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC);
+	CU_ASSERT_EQUAL(buf[3] & GW_PF_NONFINITE, GW_PF_NONFINITE);
+	CU_ASSERT_EQUAL(gw_get64(buf + 24), 5);		/* the first one */
+	CU_ASSERT_EQUAL(gw_get32(buf + 32), gw_f2u(-INFINITY));
+	CU_ASSERT_EQUAL(gw_payload_decode(buf, (size_t)len, y, N), 0);
+	CU_ASSERT(isinf(y[5]) && y[5] < 0);
+	CU_ASSERT_EQUAL(gw_payload_decode_add(buf, (size_t)len, acc, N), 0);
+	CU_ASSERT(isinf(acc[5]) && acc[5] < 0);
+}
+
+/* `none` carries every NaN/Inf as itself, so it never adds the record. */
+static void test_none_nonfinite(void)
 {
 	float x[N], y[N], acc[N] = { 0 };
 	uint8_t buf[GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + 4 * N];
@@ -86,19 +115,21 @@ static void test_nonfinite_record(void)
 	tu_fill(x, N, 2);
 	x[5] = -INFINITY;
 	x[9] = NAN;
+	x[N - 1] = INFINITY;
 	len = enc(x, N, buf, sizeof(buf));
-	CU_ASSERT_EQUAL_FATAL(len, sizeof(buf));
-	CU_ASSERT_EQUAL(buf[3], GW_PF_NONFINITE);
-	CU_ASSERT_EQUAL(gw_get64(buf + 24), 5);		/* the first one */
-	CU_ASSERT_EQUAL(gw_get32(buf + 32), gw_f2u(-INFINITY));
+	CU_ASSERT_EQUAL_FATAL(len, GW_PAYLOAD_HDR + 4 * N);
+	CU_ASSERT_EQUAL(buf[3], 0);
+	CU_ASSERT_EQUAL(memcmp(buf + GW_PAYLOAD_HDR, x, 4 * N), 0);
 	CU_ASSERT_EQUAL(gw_payload_decode(buf, (size_t)len, y, N), 0);
-	CU_ASSERT(isinf(y[5]) && y[5] < 0);
-	CU_ASSERT(isnan(y[9]));
+	CU_ASSERT_EQUAL(memcmp(y, x, sizeof(x)), 0);
 	CU_ASSERT_EQUAL(gw_payload_decode_add(buf, (size_t)len, acc, N), 0);
 	CU_ASSERT(isinf(acc[5]) && acc[5] < 0);
+	CU_ASSERT(isnan(acc[9]));
+	CU_ASSERT(isinf(acc[N - 1]) && acc[N - 1] > 0);
 }
 
-/* The header of an exact payload, then x itself: gw_payload_encode()'s bytes. */
+/* The header of an exact payload, then x itself: gw_payload_encode()'s
+ * bytes, whatever x holds. */
 static void test_head_exact(void)
 {
 	uint8_t want[GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + 4 * N];
@@ -109,19 +140,20 @@ static void test_head_exact(void)
 	tu_fill(x, N, 3);
 	for (int pass = 0; pass < 3; pass++) {
 		if (pass == 1)
-			x[N - 1] = INFINITY;	/* the last one */
+			x[N - 1] = INFINITY;
 		if (pass == 2)
-			x[2] = NAN;		/* an earlier one wins */
+			x[2] = NAN;
 		len = enc(x, N, want, sizeof(want));
-		h = gw_payload_head_exact(x, N, got, sizeof(got));
-		CU_ASSERT_EQUAL_FATAL(h, pass ? 40 : 24);
+		h = gw_payload_head_exact(N, got, sizeof(got));
+		CU_ASSERT_EQUAL_FATAL(h, GW_PAYLOAD_HDR);
 		memcpy(got + h, x, 4 * N);
 		CU_ASSERT_EQUAL_FATAL(h + 4 * N, len);
 		CU_ASSERT_EQUAL(memcmp(got, want, (size_t)len), 0);
 	}
-	CU_ASSERT_EQUAL(gw_payload_head_exact(x, N, got, 39), -ENOSPC);
-	CU_ASSERT_EQUAL(gw_payload_head_exact(NULL, N, got, sizeof(got)), -EINVAL);
-	CU_ASSERT_EQUAL(gw_payload_head_exact(NULL, 0, got, sizeof(got)), 24);
+	CU_ASSERT_EQUAL(gw_payload_head_exact(N, got, GW_PAYLOAD_HDR - 1), -ENOSPC);
+	CU_ASSERT_EQUAL(gw_payload_head_exact(N, NULL, sizeof(got)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_payload_head_exact(GW_MAX_ELEMS + 1, got, sizeof(got)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_payload_head_exact(0, got, sizeof(got)), GW_PAYLOAD_HDR);
 }
 
 /* Decode must fail with want and leave y exactly as it was. */
@@ -172,9 +204,24 @@ static void test_rejects(void)
 	MUTATE(b[3] = GW_PF_NONFINITE, len, N, -EBADMSG);
 #undef MUTATE
 
+	/* A well-formed record (on a `none` payload, which never sends one,
+	 * but the parser takes it from any codec), then broken ones. */
 	x[3] = INFINITY;
-	len = (size_t)enc(x, N, good, sizeof(good));
-	CU_ASSERT_EQUAL(good[3], GW_PF_NONFINITE);
+	len = (size_t)enc(x, N, b, sizeof(b));
+	memcpy(good, b, GW_PAYLOAD_HDR);
+	memcpy(good + GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC, b + GW_PAYLOAD_HDR,
+	       len - GW_PAYLOAD_HDR);
+	good[3] = GW_PF_NONFINITE;
+	gw_put64(good + 24, 3);
+	gw_put32(good + 32, gw_f2u(INFINITY));
+	gw_put32(good + 36, 0);
+	len += GW_PAYLOAD_NONFINITE_REC;
+	{
+		float y[N];
+
+		CU_ASSERT_EQUAL(gw_payload_decode(good, len, y, N), 0);
+		CU_ASSERT(isinf(y[3]) && y[3] > 0);
+	}
 	memcpy(b, good, sizeof(b));
 	gw_put64(b + 24, N);				/* index out of range */
 	reject(b, len, N, -EBADMSG);
@@ -193,6 +240,7 @@ int main(void)
 		{ "header layout and round trip", test_layout },
 		{ "empty tensor", test_empty },
 		{ "non-finite record", test_nonfinite_record },
+		{ "none carries non-finite values without the record", test_none_nonfinite },
 		{ "exact payload header for a gathered send", test_head_exact },
 		{ "malformed headers rejected, output untouched", test_rejects },
 		CU_TEST_INFO_NULL,

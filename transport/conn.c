@@ -649,11 +649,11 @@ static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs,
 	ssize_t len;
 	int rc;
 
-	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr, GW_FRAME_HDR +
-			 GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC + tag);
+	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
+			 GW_FRAME_HDR + GW_PAYLOAD_HDR + tag);
 	if (rc)
 		return rc;
-	len = gw_payload_head_exact(x, n, cs->sbuf + GW_FRAME_HDR,
+	len = gw_payload_head_exact(n, cs->sbuf + GW_FRAME_HDR,
 				    cs->scap - GW_FRAME_HDR - tag);
 	if (len < 0)
 		return (int)len;

@@ -54,7 +54,8 @@ enum gw_rounding {
 #define GW_MAX_ELEMS (UINT64_C(1) << 40)
 
 /* Payload flags (header byte 3). */
-#define GW_PF_NONFINITE 0x01u	/* input held NaN/Inf; a record follows the header */
+#define GW_PF_NONFINITE 0x01u	/* input held NaN/Inf; a record follows the header
+				 * (never set by `none`) */
 #define GW_PF_SATURATED 0x02u	/* finite values beyond the format's range were clamped */
 #define GW_PF_KNOWN (GW_PF_NONFINITE | GW_PF_SATURATED)
 
@@ -274,16 +275,16 @@ GW_API ssize_t gw_payload_encode(const struct gw_codec *c, void *state,
 				 void *out, size_t cap);
 
 /**
- * gw_payload_head_exact() - the start of the `none` payload of x[0..n)
- * whose section is x's bytes as they are in memory: write the header (and
- * the non-finite record, if x holds a NaN or Inf) to out. Sending that
- * followed by x itself gives the bytes gw_payload_encode() with `none`
- * writes, without copying x (little-endian hosts).
- * Return: header bytes (24 or 40), -ENOSPC (cap < 40), -EINVAL, or
+ * gw_payload_head_exact() - the header of the `none` payload of n values
+ * whose section is the values' bytes as they are in memory. A `none`
+ * payload never carries the non-finite record (its section holds every
+ * value as itself), so the header is always GW_PAYLOAD_HDR bytes: sending
+ * it followed by the values gives the bytes gw_payload_encode() with `none`
+ * writes, without copying them (little-endian hosts).
+ * Return: GW_PAYLOAD_HDR, -ENOSPC (cap < GW_PAYLOAD_HDR), -EINVAL, or
  * -EOPNOTSUPP on a big-endian host.
  */
-GW_API ssize_t gw_payload_head_exact(const float *x, uint64_t n, void *out,
-				     size_t cap);
+GW_API ssize_t gw_payload_head_exact(uint64_t n, void *out, size_t cap);
 /**
  * gw_payload_parse() - check a hostile payload's header.
  * Return: 0, -EBADMSG (malformed), or -EPROTONOSUPPORT (unknown version or
