@@ -47,8 +47,9 @@ struct gw_coll {
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
 	uint64_t seg_bytes;		/* allreduce segment on the wire (0: whole chunks) */
-	double wire_bpv;		/* lossy: the most wire bytes per value of any
-					 * rank's link to its next (0: not yet agreed) */
+	bool links_agreed;		/* agree_links() ran: */
+	bool lossy_links;		/* some rank's link to its next compresses */
+	double wire_bpv;		/* the most wire bytes per value of any such link */
 	float *scratch;			/* the owner's segment as the next rank decodes it */
 	uint64_t scratch_n;
 	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
@@ -298,6 +299,12 @@ static bool unit_rs(const struct gw_coll *c, const struct ring *g, uint32_t u)
 	return u / g->nseg < (uint32_t)c->size - 1;
 }
 
+/* An exact ring's allgather receives land in the buffer as they arrive. */
+static unsigned recv_flags(const struct ring *g)
+{
+	return g->lossy ? 0 : GW_CTX_ZEROCOPY;
+}
+
 static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
 		     struct gw_ctx_req *r)
 {
@@ -307,7 +314,7 @@ static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
 		return 0;
 	return gw_ctx_irecv(c->ctx, mod(c->rank - 1, c->size),
 			    slot_of(g->id, u), g->buf + off, cnt,
-			    unit_rs(c, g, u) ? GW_CTX_ADD : 0, r);
+			    unit_rs(c, g, u) ? GW_CTX_ADD : recv_flags(g), r);
 }
 
 /*
@@ -383,8 +390,20 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 
 	memset(c->req, 0, 2 * (size_t)g->units * sizeof(*c->req));
 	for (u = 0; u < g->units && !rc; u++) {
-		while (!rc && posted < g->units && posted <= u + WINDOW)
+		while (!rc && posted < g->units && posted <= u + WINDOW) {
+			/* A receive straight into the buffer (recv_flags())
+			 * overwrites what send posted - back read: that send
+			 * must have been posted (it is below u) and left. */
+			if (recv_flags(g) && !unit_rs(c, g, posted)) {
+				if (posted - back >= u)
+					break;
+				while (!rc && swaited <= posted - back)
+					rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+				if (rc)
+					break;
+			}
 			rc = post_recv(c, g, posted, &rr[posted]), posted++;
+		}
 		/* An allgather receive overwrites what this rank sent size - 1
 		 * steps before; sends may go out of the buffer itself
 		 * (GW_CTX_ZEROCOPY), so that one must have left. */
@@ -437,39 +456,48 @@ static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg,
 }
 
 /*
+ * The first lossy call agrees, by one exact allgather, on the largest wire
+ * bytes per value of any rank's link to its next rank, and on whether any
+ * link compresses at all (if none does, lossy calls run as exact ones).
+ * Every rank must cut the same segments (segment_values()) and take the
+ * same path.
+ */
+static int agree_links(struct gw_coll *c)
+{
+	enum { PROBE = 1 << 20 };
+	const struct gw_codec *k = gw_ctx_codec(c->ctx, mod(c->rank + 1, c->size));
+	struct link { double bpv, lossy; } mine = { sizeof(float), 0 }, *all;
+	int rc;
+
+	if (c->links_agreed)
+		return 0;
+	if (k->ops->lossy)
+		mine = (struct link){ (double)gw_payload_bound(k, PROBE) / PROBE, 1 };
+	all = calloc((size_t)c->size, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
+	for (int r = 0; !rc && r < c->size; r++) {
+		c->wire_bpv = all[r].bpv > c->wire_bpv ? all[r].bpv : c->wire_bpv;
+		c->lossy_links |= all[r].lossy != 0;
+	}
+	free(all);
+	c->links_agreed = !rc;
+	return rc;
+}
+
+/*
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
  * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks). Every rank must cut the same segments, so
- * the first lossy call agrees on the largest bytes per value of any rank's
- * link to its next rank (an exact allgather, once).
+ * segments as in whole chunks).
  */
-static int segment_values(struct gw_coll *c, unsigned lossy, uint64_t *seg)
+static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 {
-	enum { PROBE = 1 << 20 };
-	double bpv = sizeof(float), *all;
-	int rc;
+	double bpv = lossy ? c->wire_bpv : sizeof(float);
+	uint64_t seg = (uint64_t)((double)c->seg_bytes / bpv);
 
-	if (lossy && !c->wire_bpv) {
-		const struct gw_codec *k = gw_ctx_codec(c->ctx, mod(c->rank + 1, c->size));
-
-		if (k->ops->lossy)
-			bpv = (double)gw_payload_bound(k, PROBE) / PROBE;
-		all = calloc((size_t)c->size, sizeof(*all));
-		if (!all)
-			return -ENOMEM;
-		rc = gw_coll_allgather(c, &bpv, all, sizeof(bpv));
-		for (int r = 0; !rc && r < c->size; r++)
-			c->wire_bpv = all[r] > c->wire_bpv ? all[r] : c->wire_bpv;
-		free(all);
-		if (rc)
-			return rc;
-	}
-	bpv = lossy ? c->wire_bpv : sizeof(float);
-	*seg = (uint64_t)((double)c->seg_bytes / bpv);
-	if (c->seg_bytes && !*seg)
-		*seg = 1;
-	return 0;
+	return c->seg_bytes && !seg ? 1 : seg;
 }
 
 static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
@@ -496,10 +524,15 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	}
 	if (size == 1 || !n)
 		goto avg;
+	if (lossy) {
+		rc = agree_links(c);
+		if (rc)
+			return fail(c, rc, "allreduce (agreeing on the links)", 0);
+		if (!c->lossy_links)
+			lossy = 0;
+	}
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
-	rc = segment_values(c, lossy, &seg);
-	if (rc)
-		return rc;
+	seg = segment_values(c, lossy);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
 	if (nseg > (UINT32_C(1) << STEP_BITS) / steps)
 		nseg = (UINT32_C(1) << STEP_BITS) / steps;

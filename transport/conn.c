@@ -823,10 +823,16 @@ ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
 
 /* ---- receiving ------------------------------------------------------------- */
 
+/*
+ * Post a receive of a frame of at most need bytes into cs->rbuf; or, when
+ * direct, of exactly an exact payload of n values: its frame and payload
+ * headers into cs->rbuf, the values straight into dst.
+ */
 static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
-		     void *dst, uint64_t n, size_t need, int add,
+		     void *dst, uint64_t n, size_t need, int add, bool direct,
 		     struct gw_ctx_req *r)
 {
+	struct iovec iov[2];
 	int rc;
 
 	if (cs->rbusy)
@@ -838,6 +844,7 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	r->kind = kind;
 	r->dir = 1;
 	r->add = (uint8_t)add;
+	r->direct = direct && !cs->stash;	/* a stashed frame is whole */
 	if (cs->stash) {
 		/* Already here (recv_any withdrew it after it arrived): it
 		 * holds the sequence number consumed when it was posted. */
@@ -849,8 +856,15 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	rc = buf_reserve(ctx, &cs->rbuf, &cs->rcap, &cs->rmr, need);
 	if (rc)
 		return rc;
-	rc = gw_tp_irecv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, cs->rbuf,
-			 cs->rcap, &r->tp);
+	if (r->direct) {
+		iov[0] = (struct iovec){ cs->rbuf, need };
+		iov[1] = (struct iovec){ dst, n * sizeof(float) };
+		rc = gw_tp_irecvv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, iov, 2,
+				  &r->tp);
+	} else {
+		rc = gw_tp_irecv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, cs->rbuf,
+				 cs->rcap, &r->tp);
+	}
 	if (rc)
 		return rc;
 	cs->rbusy = true;
@@ -873,11 +887,18 @@ int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
 	struct conn_slot *cs;
 	int rc;
 
+	bool direct;
+
 	rc = req_begin(ctx, peer, slot, y, n, r, &cs);
 	if (rc)
 		return rc;
+	direct = (flags & (GW_CTX_ZEROCOPY | GW_CTX_ADD)) == GW_CTX_ZEROCOPY &&
+		 cs->c->hs.mac == GW_MAC_NONE && n * sizeof(float) >= GATHER_MIN &&
+		 gw_tp_can_recvv(ctx->tp, 2);
 	return post_recv(ctx, cs, GW_FRAME_TENSOR, y, n,
-			 tensor_bound(cs->c, &ctx->none, n), !!(flags & GW_CTX_ADD), r);
+			 direct ? GW_FRAME_HDR + GW_PAYLOAD_HDR
+				: tensor_bound(cs->c, &ctx->none, n),
+			 !!(flags & GW_CTX_ADD), direct, r);
 }
 
 int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
@@ -890,10 +911,11 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 	if (rc)
 		return rc;
 	return post_recv(ctx, cs, GW_FRAME_BYTES, buf, len,
-			 gw_frame_bound(len, cs->c->hs.mac), 0, r);
+			 gw_frame_bound(len, cs->c->hs.mac), 0, false, r);
 }
 
-/* Authenticate, check and deliver a received frame of flen bytes in cs. */
+/* Authenticate, check and deliver a received frame of flen bytes in cs
+ * (a direct receive: its headers in cs->rbuf, the values already in dst). */
 static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 		   struct conn_slot *cs, size_t flen)
 {
@@ -901,9 +923,14 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 	struct gw_frame_hdr h;
 	struct gw_payload p;
 	const uint8_t *body;
+	uint8_t head[GW_PAYLOAD_HDR];
 	const char *why;
 	int rc;
 
+	rc = -EPROTO;
+	why = "not the exact payload of the length posted for";
+	if (r->direct && flen != GW_FRAME_HDR + GW_PAYLOAD_HDR + r->n * sizeof(float))
+		goto reject;
 	rc = gw_frame_open(c->rx, c->hs.mac, cs->rbuf, flen, cs->slot, r->seq, &h,
 			   &body);
 	if (rc) {
@@ -916,6 +943,13 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 	why = "a frame of another kind";
 	if (h.kind != r->kind)
 		goto reject;
+	if (r->direct) {	/* exactly gw_payload_head_exact()'s header */
+		why = "not an exact payload of the values posted for";
+		if (h.flags || gw_payload_head_exact(r->n, head, sizeof(head)) !=
+				       GW_PAYLOAD_HDR || memcmp(head, body, sizeof(head)))
+			goto reject;
+		goto accept;
+	}
 	if (h.kind == GW_FRAME_BYTES) {
 		why = "a byte message of another length";
 		if (h.len != r->n)

@@ -70,6 +70,7 @@ struct gw_ctx_req {
 	uint64_t n;			/* floats, or bytes for byte messages */
 	uint32_t seq;
 	uint8_t kind, dir, add, lossy;
+	uint8_t direct;			/* receives: straight into dst (ZEROCOPY) */
 	/* A completed tensor receive: its payload, as it arrived (verified),
 	 * for gw_ctx_isend_fwd(); valid until the next receive on its slot. */
 	const uint8_t *payload;
@@ -79,7 +80,12 @@ struct gw_ctx_req {
 #define GW_CTX_LOSSY 0x1u	/* isend: a lossy codec may be used */
 #define GW_CTX_ADD 0x2u		/* irecv: acc[i] += value instead of y[i] = value */
 /* isend: x stays untouched until the send is waited for, so an exact tensor
- * may go out without a copy (gathered from the caller's buffer). */
+ * may go out without a copy (gathered from the caller's buffer).
+ * irecv (without ADD): the caller expects an exact (`none`) payload and
+ * lets it land in y as it arrives, before the wait, so y must not be read
+ * or sent from until then; y's contents are undefined if the wait fails.
+ * Used where the connection has no MAC (nothing unverified is ever written
+ * to y) and the provider needs no registration; elsewhere a frame buffer. */
 #define GW_CTX_ZEROCOPY 0x4u
 
 /**

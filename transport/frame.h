@@ -73,7 +73,10 @@ int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
  * gw_frame_open() - authenticate and parse a hostile frame of len bytes.
  * @m, @alg: the receiving direction's MAC and the connection's algorithm.
  * @want_slot, @want_seq: what this receive was posted for.
- * On success h is filled and *body points into frame.
+ * On success h is filled and *body points into frame. Without a MAC only
+ * frame[0..GW_FRAME_HDR) is read, so a frame received scattered (its
+ * header apart from its body) is opened from the header with len the
+ * whole frame's length.
  * Return: 0; -EKEYREJECTED (the tag does not verify: tampered, replayed,
  * reordered, misrouted or another session's frame); -EBADMSG (short, or a
  * bad field); -EPROTO (with the MAC off: wrong slot or sequence number);

@@ -327,8 +327,11 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	op->state = OP_POSTED;
 	deadline = gw_now_ms() + tp->cfg.timeout_ms;
 	for (;;) {
-		if (iov)
+		if (iov && dir == OP_SEND)
 			r = fi_tsendv(tp->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);
+		else if (iov)
+			r = fi_trecvv(tp->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, 0,
+				      &op->ctx);
 		else if (dir == OP_SEND)
 			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
@@ -383,20 +386,40 @@ bool gw_tp_can_sendv(const struct gw_tp *tp, size_t iovcnt)
 	return tp && !tp->need_mr && iovcnt <= tp->info->tx_attr->iov_limit;
 }
 
-int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
+bool gw_tp_can_recvv(const struct gw_tp *tp, size_t iovcnt)
+{
+	return tp && !tp->need_mr && iovcnt <= tp->info->rx_attr->iov_limit;
+}
+
+/* A send gathered from, or a receive scattered into, iov[0..iovcnt). */
+static int post_iov(struct gw_tp *tp, enum tp_op_dir dir, int peer, uint32_t slot,
+		    uint32_t seq, const struct iovec *iov, size_t iovcnt,
+		    struct gw_tp_req *req)
 {
 	size_t len = 0;
 
-	if (!gw_tp_can_sendv(tp, iovcnt) || !iov || !iovcnt) {
+	if (!iov || !iovcnt ||
+	    !(dir == OP_SEND ? gw_tp_can_sendv(tp, iovcnt) : gw_tp_can_recvv(tp, iovcnt))) {
 		if (req)
 			req->op = NULL;
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
-	return post(tp, OP_SEND, GW_TP_KIND_DATA, peer, slot, seq, iov[0].iov_base, len, iov,
+	return post(tp, dir, GW_TP_KIND_DATA, peer, slot, seq, iov[0].iov_base, len, iov,
 		    iovcnt, req);
+}
+
+int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
+		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
+{
+	return post_iov(tp, OP_SEND, peer, slot, seq, iov, iovcnt, req);
+}
+
+int gw_tp_irecvv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
+		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
+{
+	return post_iov(tp, OP_RECV, peer, slot, seq, iov, iovcnt, req);
 }
 
 int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,

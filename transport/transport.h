@@ -224,6 +224,18 @@ int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
  */
 int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap,
 		struct gw_tp_req *req);
+/**
+ * gw_tp_can_recvv() - true when gw_tp_irecvv() may scatter into iovcnt
+ * buffers: the provider needs no registration and takes that many.
+ */
+bool gw_tp_can_recvv(const struct gw_tp *tp, size_t iovcnt);
+/**
+ * gw_tp_irecvv() - gw_tp_irecv() into the concatenation of iov[0..iovcnt)
+ * (fi_trecvv): the message lands in those buffers as it arrives, before
+ * the wait. -EINVAL unless gw_tp_can_recvv().
+ */
+int gw_tp_irecvv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
+		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req);
 /* The same with an explicit kind (control messages of the handshake). */
 int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
 		     const void *buf, size_t len, struct gw_tp_req *req);
