@@ -135,7 +135,8 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 			data_of(x, n, rank, s);
 			if (a->zerocopy && s == 1)	/* the non-finite record */
 				x[n / 3] = NAN;
-			rc = gw_ctx_irecv(ctx, prev, (uint32_t)z + 1, y, n, 0, &req[0]);
+			rc = gw_ctx_irecv(ctx, prev, (uint32_t)z + 1, y, n,
+					  a->zerocopy ? GW_CTX_ZEROCOPY : 0, &req[0]);
 			if (!rc && a->zerocopy) {	/* gathered from x */
 				rc = gw_ctx_isend(ctx, next, (uint32_t)z + 1, x, n,
 						  GW_CTX_ZEROCOPY, &req[1]);
@@ -385,8 +386,9 @@ static void test_mac_exchange(void)
 	rmdir(dir);
 }
 
-/* Exact tensors sent gathered from the caller's buffer (no copy), small
- * ones copied, a NaN among them, with the MAC off and required. */
+/* Exact tensors sent gathered from the caller's buffer (no copy) and, with
+ * the MAC off, received straight into it; small ones copied, a NaN among
+ * them, with the MAC off and required. */
 static void test_zerocopy(void)
 {
 	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
@@ -560,6 +562,112 @@ static void test_hostile_frames(void)
 	run(3, 60, body_hostile, &a, 0);
 	unlink(key);
 	rmdir(dir);
+}
+
+/* ---- receives straight into the caller's buffer ----------------------------- */
+
+#define DIRECT_N 40000	/* 160 kB: above the size where frames are gathered */
+enum { D_HONEST, D_LOSSY, D_SHORT, D_NOT_EXACT, D_HONEST_AGAIN, D_COUNT };
+
+/*
+ * Rank 0 posts exact receives with GW_CTX_ZEROCOPY (MAC off, so they land
+ * in y). Rank 1 sends an exact frame, an int8 one, an exact one of half the
+ * values, and one of the right length whose payload header is not exact;
+ * only the honest ones may complete, the others fail with -EPROTO, and the
+ * connection still serves the last honest one.
+ */
+static int body_direct(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	struct gw_store *st;
+	char err[512];
+	int rc = 0;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	float *x = tu_alloc(DIRECT_N * 4), *y = tu_alloc(DIRECT_N * 4);
+	struct gw_ctx_req r;
+
+	if (!ctx)
+		return 40;
+	tu_fill(x, DIRECT_N, 7);
+	x[123] = NAN;
+	x[DIRECT_N - 1] = -INFINITY;
+	if (rank == 1) {
+		size_t cap = GW_FRAME_HDR + GW_PAYLOAD_HDR + DIRECT_N * 4 + 64;
+		uint8_t *body = tu_alloc(cap), *f = tu_alloc(cap);
+		struct gw_codec none;
+		ssize_t blen, flen;
+
+		gw_codec_init(&none, gw_codec_find("none"));
+		for (int d = 0; d < D_COUNT && !rc; d++) {
+			uint32_t slot = 200 + (uint32_t)d;
+
+			switch (d) {
+			case D_LOSSY:
+				rc = gw_ctx_isend(ctx, 0, slot, x, DIRECT_N, GW_CTX_LOSSY, &r);
+				break;
+			case D_SHORT:
+				rc = gw_ctx_isend(ctx, 0, slot, x, DIRECT_N / 2,
+						  GW_CTX_ZEROCOPY, &r);
+				break;
+			case D_NOT_EXACT:	/* exact length, another codec's id */
+				blen = gw_payload_encode(&none, NULL, NULL, x, NULL, NULL,
+							 DIRECT_N, body, cap);
+				body[1] = GW_CODEC_INT8;
+				flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body,
+						   (size_t)blen, f, cap);
+				if (blen < 0 || flen < 0 ||
+				    gw_tp_send(gw_ctx_tp(ctx), 0, slot, 0, f, (size_t)flen) < 0)
+					return 41;
+				continue;
+			default:
+				rc = gw_ctx_isend(ctx, 0, slot, x, DIRECT_N, GW_CTX_ZEROCOPY, &r);
+			}
+			if (!rc)
+				rc = gw_ctx_wait(ctx, &r);
+		}
+		free(body);
+		free(f);
+		if (rc)
+			return 42;
+	} else {
+		struct gw_conn_stats s;
+
+		for (int d = 0; d < D_COUNT; d++) {
+			int want = d == D_HONEST || d == D_HONEST_AGAIN ? 0 : -EPROTO;
+
+			memset(y, 0, DIRECT_N * 4);
+			rc = gw_ctx_irecv(ctx, 1, 200 + (uint32_t)d, y, DIRECT_N,
+					  GW_CTX_ZEROCOPY, &r);
+			if (!rc)
+				rc = gw_ctx_wait(ctx, &r);
+			if (rc != want) {
+				fprintf(stderr, "direct case %d: got %d (%s), want %d\n", d, rc,
+					gw_strerror(rc), want);
+				return 43;
+			}
+			if (!want && memcmp(x, y, DIRECT_N * 4))
+				return 44;	/* not bit for bit, NaN and Inf included */
+			if (!want && r.payload)
+				return 45;	/* nothing to forward: it is in y */
+		}
+		gw_ctx_stats(ctx, 1, &s);
+		if (s.rejected != 3)
+			return 46;
+	}
+	free(x);
+	free(y);
+	if (tp_barrier(st, rank, size, "direct-end", TIMEOUT_MS))
+		return 47;
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_direct_recv(void)
+{
+	struct conn_arg a = { .codec = "int8", .mac_mode = GW_MAC_OFF, .kill_rank = -1 };
+
+	run(2, 60, body_direct, &a, 0);
 }
 
 /* Rank 1 speaks raw libfabric: garbage where HELLO and FINISHED belong. */
@@ -1005,6 +1113,8 @@ int main(void)
 		{ "fallback to none", test_fallback },
 		{ "MAC optional and required on the data path", test_mac_exchange },
 		{ "exact sends without a copy (gathered)", test_zerocopy },
+		{ "exact receives straight into the buffer; other frames refused",
+		  test_direct_recv },
 		{ "hostile peer: forged frames", test_hostile_frames },
 		{ "hostile peer: garbage handshake", test_garbage_hello },
 		{ "peer killed mid-transfer", test_killed_peer },
