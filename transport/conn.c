@@ -885,9 +885,8 @@ int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
 		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
-	int rc;
-
 	bool direct;
+	int rc;
 
 	rc = req_begin(ctx, peer, slot, y, n, r, &cs);
 	if (rc)
