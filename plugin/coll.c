@@ -47,9 +47,10 @@ struct gw_coll {
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
 	uint64_t seg_bytes;		/* allreduce segment on the wire (0: whole chunks) */
-	bool links_agreed;		/* agree_links() ran: */
+	bool links_agreed;		/* agree_links() ran, and found: */
 	bool lossy_links;		/* some rank's link to its next compresses */
-	double wire_bpv;		/* the most wire bytes per value of any such link */
+	double wire_bpv;		/* the most wire bytes per value of any rank's
+					 * link to its next (4 for one that does not) */
 	float *scratch;			/* the owner's segment as the next rank decodes it */
 	uint64_t scratch_n;
 	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
