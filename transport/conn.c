@@ -1078,8 +1078,9 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 	r = calloc((size_t)npeers, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	for (int i = 0; i < npeers && !rc; i++, posted++)
-		rc = gw_ctx_irecv(ctx, peers[i], slot, y, n, flags, &r[i]);
+	for (int i = 0; i < npeers && !rc; i++, posted++)	/* into frame buffers */
+		rc = gw_ctx_irecv(ctx, peers[i], slot, y, n, flags & ~GW_CTX_ZEROCOPY,
+				  &r[i]);
 	while (!rc && winner < 0) {
 		for (int i = 0; i < posted && winner < 0; i++)
 			if (r[i].cs->stash || gw_tp_test(ctx->tp, &r[i].tp) == 1)
@@ -1093,23 +1094,11 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 		rc = gw_tp_progress(ctx->tp, 1);
 		rc = rc < 0 ? rc : 0;
 	}
-	/* Withdraw the others. One that arrived anyway is kept (stashed) for
-	 * the next receive on its slot; the others give back their seq. */
-	for (int i = 0; i < posted; i++) {
-		struct conn_slot *cs = r[i].cs;
-		ssize_t got;
-
-		if (i == winner || !cs)
-			continue;
-		got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r[i].tp, 0);
-		cs->rbusy = false;
-		if (got >= 0) {
-			cs->stash = (size_t)got;
-		} else {
-			cs->stash = 0;
-			cs->recv_seq--;
-		}
-	}
+	/* Withdraw the others: one that arrived anyway is kept for the next
+	 * receive on its slot, the others give back their seq. */
+	for (int i = 0; i < posted; i++)
+		if (i != winner && r[i].cs)
+			gw_ctx_recv_withdraw(ctx, &r[i]);
 	if (winner >= 0) {
 		rc = gw_ctx_wait(ctx, &r[winner]);
 		*from = peers[winner];
@@ -1123,9 +1112,8 @@ int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	struct conn_slot *cs = r->cs;
 	ssize_t got;
 
-	if (!cs || r->ctx != ctx || r->dir != 1)
+	if (!cs || r->ctx != ctx || r->dir != 1 || r->direct)
 		return -EINVAL;
-	/* The same as recv_any does with its losers. */
 	got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r->tp, 0);
 	r->cs = NULL;
 	cs->rbusy = false;

@@ -166,7 +166,8 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /**
  * gw_ctx_recv_any() - receive n values on slot from whichever of peers[]
  * sends first; *from says who. The receives posted to the others are
- * cancelled (their sequence numbers are not consumed).
+ * cancelled (their sequence numbers are not consumed). They all go through
+ * frame buffers: GW_CTX_ZEROCOPY is ignored here.
  */
 int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 		    uint32_t slot, float *y, uint64_t n, unsigned flags,
@@ -186,7 +187,8 @@ ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
  * (what gw_ctx_recv_any() does with the peers that lose), for hosts that
  * build their own receive-from-any. A message that already arrived is kept
  * for the next receive on its (peer, slot); otherwise the receive is
- * cancelled and its sequence number given back.
+ * cancelled and its sequence number given back. Not for a receive that
+ * lands straight in the caller's buffer (GW_CTX_ZEROCOPY): -EINVAL.
  * Return: 1 (it had arrived and is kept), 0 (cancelled), -EINVAL.
  */
 int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
