@@ -517,9 +517,11 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 		return -EINVAL;
 	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
 		rc = gw_coll_lowrank_allreduce(c, &c->lowrank,
-					       slot_of(stream_of(c, key), 0), buf, n, op);
-		if (rc <= 0)
-			return rc < 0 ? fail(c, rc, "allreduce (low rank)", 0) : 0;
+					       slot_of(stream_of(c, key), 0), buf, n);
+		if (rc < 0)
+			return fail(c, rc, "allreduce (low rank)", 0);
+		if (rc == 0)
+			goto avg;
 		if (rc == GW_LOWRANK_EXACT)
 			lossy = 0;
 	}

@@ -152,16 +152,15 @@ static int form_m(float *buf, const float *res, uint64_t n)
 }
 
 int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
-			      uint32_t slot, float *buf, uint64_t n,
-			      enum gw_coll_op op)
+			      uint32_t slot, float *buf, uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	struct gw_lowrank *lr = *lrp;
 	struct gw_rs_entry *e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
-	int size = gw_ctx_size(ctx), rc;
 	float flag;
+	int rc;
 
 	if (!lr) {
 		lr = calloc(1, sizeof(*lr));
@@ -217,8 +216,5 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 		return rc;
 	memcpy(gw_psgd_state_q(e->state), lr->q, (size_t)v.cols * v.rank * 4);
 	gw_psgd_reconstruct(lr->p, lr->q, &v, NULL, buf, GW_PSGD_SET);
-	if (op == GW_COLL_AVG)
-		for (uint64_t i = 0; i < n; i++)
-			buf[i] /= (float)size;
 	return 0;
 }

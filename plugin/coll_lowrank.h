@@ -26,12 +26,12 @@ struct gw_lowrank;
  * call: *lr holds the verdict and the buffers).
  * @slot: the tensor's own slot; its residual and Q live in the context's
  *        residual store under (own rank, slot).
- * Return: 0 (done, op applied), GW_LOWRANK_DECLINED, GW_LOWRANK_EXACT (buf
- * may now hold x + residual: reduce it exactly), or -errno.
+ * Return: 0 (done: buf holds the sum; the caller averages), GW_LOWRANK_DECLINED,
+ * GW_LOWRANK_EXACT (buf may now hold x + residual: reduce it exactly), or
+ * -errno.
  */
 int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lr,
-			      uint32_t slot, float *buf, uint64_t n,
-			      enum gw_coll_op op);
+			      uint32_t slot, float *buf, uint64_t n);
 
 /** gw_lowrank_destroy() - accepts NULL. */
 void gw_lowrank_destroy(struct gw_lowrank *lr);
