@@ -52,9 +52,9 @@ struct gw_coll {
 	double wire_bpv;		/* the most wire bytes per value of any rank's
 					 * link to its next (4 for one that does not) */
 	float *scratch;			/* the owner's segment as the next rank decodes it */
-	uint64_t scratch_n;
+	size_t scratch_cap;		/* bytes, as req_cap (gw_coll_grow()) */
 	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
-	uint32_t req_n;
+	size_t req_cap;
 	struct gw_lowrank *lowrank;	/* PowerSGD's allreduce (coll_lowrank.c) */
 };
 
@@ -433,27 +433,31 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
 }
 
+int gw_coll_grow(void **p, size_t *cap, size_t bytes)
+{
+	void *n;
+
+	if (*cap >= bytes)
+		return 0;
+	n = realloc(*p, bytes);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = bytes;
+	return 0;
+}
+
 /* Reserve c->req for units receives and sends, c->scratch for one segment. */
 static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg,
 			unsigned lossy)
 {
-	if (c->req_n < units) {
-		struct gw_ctx_req *r = realloc(c->req, 2 * (size_t)units * sizeof(*r));
+	int rc = gw_coll_grow((void **)&c->req, &c->req_cap,
+			      2 * (size_t)units * sizeof(*c->req));
 
-		if (!r)
-			return -ENOMEM;
-		c->req = r;
-		c->req_n = units;
-	}
-	if (lossy && c->scratch_n < seg) {
-		float *s = realloc(c->scratch, seg * sizeof(float));
-
-		if (!s)
-			return -ENOMEM;
-		c->scratch = s;
-		c->scratch_n = seg;
-	}
-	return 0;
+	if (!rc && lossy)
+		rc = gw_coll_grow((void **)&c->scratch, &c->scratch_cap,
+				  seg * sizeof(float));
+	return rc;
 }
 
 /*

@@ -52,6 +52,10 @@ struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
  */
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
 
+/* gw_coll_grow() - make the heap block *p (*cap bytes) hold at least bytes,
+ * keeping its contents (realloc). Return: 0 or -ENOMEM (*p unchanged). */
+int gw_coll_grow(void **p, size_t *cap, size_t bytes);
+
 /** gw_coll_barrier() - dissemination barrier with zero-length messages. */
 int gw_coll_barrier(struct gw_coll *c);
 

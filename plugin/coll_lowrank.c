@@ -106,34 +106,20 @@ static int decide(struct gw_coll *c, struct gw_lowrank *lr)
 	return rc;
 }
 
-static int grow(void **p, size_t *cap, size_t bytes)
-{
-	void *n;
-
-	if (*cap >= bytes)
-		return 0;
-	n = realloc(*p, bytes);
-	if (!n)
-		return -ENOMEM;
-	*p = n;
-	*cap = bytes;
-	return 0;
-}
-
 static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
 {
 	size_t q = (size_t)v->cols * v->rank * sizeof(float);
 	int rc;
 
-	rc = grow((void **)&lr->p, &lr->p_cap,
-		  ((size_t)v->rows * v->rank + 1) * sizeof(float));
+	rc = gw_coll_grow((void **)&lr->p, &lr->p_cap,
+			  ((size_t)v->rows * v->rank + 1) * sizeof(float));
 	if (!rc)
-		rc = grow((void **)&lr->q, &lr->q_cap, q);
+		rc = gw_coll_grow((void **)&lr->q, &lr->q_cap, q);
 	if (!rc)
-		rc = grow((void **)&lr->qn, &lr->qn_cap, q);
+		rc = gw_coll_grow((void **)&lr->qn, &lr->qn_cap, q);
 	if (!rc)
-		rc = grow((void **)&lr->work, &lr->work_cap,
-			  gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
+		rc = gw_coll_grow((void **)&lr->work, &lr->work_cap,
+				  gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
 	return rc;
 }
 
