@@ -730,22 +730,26 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 
 void Context::orphan(UnboundBuffer *ub)
 {
-	for (auto &op : anyops_) {
+	// Point op at a scratch copy of its own, away from the dying buffer.
+	auto detach = [ub](auto &op) {
 		if (op->ub != ub)
-			continue;
+			return false;
 		op->ub = nullptr;
 		op->discard.resize(op->len);
 		op->ptr = op->discard.data();
+		return true;
+	};
+
+	for (auto &op : anyops_) {
+		if (!detach(op))
+			continue;
 		for (size_t i = 0; op->armed && i < op->any.size(); i++)
 			gwg_req_retarget(reqOf(op->subs[i]), op->ptr);
 	}
 	for (auto &kq : queues_) {
 		for (auto &op : kq.second) {
-			if (op->ub != ub)
+			if (!detach(op))
 				continue;
-			op->ub = nullptr;
-			op->discard.resize(op->len);
-			op->ptr = op->discard.data();
 			if (op->posted && !op->send)
 				gwg_req_retarget(reinterpret_cast<struct gwg_req *>(
 							 op->req.data()),
