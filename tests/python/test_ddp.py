@@ -35,6 +35,7 @@ except ImportError as e:
     sys.exit(SKIP)
 
 from gradwire import lib as gwlib, synthetic  # noqa: E402
+from checks import check, exit_code  # noqa: E402
 
 ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo",
        "GRADWIRE_LOG": "warn",
@@ -44,13 +45,6 @@ ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo",
 WARMUP = {"topk": 20, "powersgd": 20}
 MIN_RATIO = {"none": 0.95, "fp16": 1.8, "bf16": 1.8, "int8": 3.0,
              "topk": 10.0, "powersgd": 5.0}
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def train(cfgs, labels):
@@ -131,8 +125,7 @@ def main():
         test_checkpoint(sys.argv[2] if len(sys.argv) == 3 else "topk:ratio=0.01")
     else:
         test_codec(sys.argv[1])
-    print(f"{len(failures)} failure(s), {time.monotonic() - t:.1f} s")
-    return 1 if failures else 0
+    return exit_code(f", {time.monotonic() - t:.1f} s")
 
 
 if __name__ == "__main__":

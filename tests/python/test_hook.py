@@ -27,14 +27,7 @@ except ImportError as e:
 
 os.environ.setdefault("GRADWIRE_IFACE", "lo")
 import gradwire.torch as gwt  # noqa: E402
-
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
+from checks import check, exit_code  # noqa: E402
 
 
 def grads_match(model_fn, dtype, **state_args):
@@ -109,8 +102,7 @@ def main():
               "refuses a checkpoint")
     state.close()
     dist.destroy_process_group()
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -28,14 +28,7 @@ os.environ.update({"GRADWIRE_IFACE": "lo", "GRADWIRE_TIMEOUT_MS": "1500",
                    "GRADWIRE_LOG": "error"})
 from gradwire import lib as gwlib  # noqa: E402
 from gradwire.torch import c10d_store_fns  # noqa: E402
-
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
+from checks import check, exit_code  # noqa: E402
 
 
 def store_fns():
@@ -101,8 +94,7 @@ def main():
     store_fns()
     callbacks()
     unknown_variable()
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return exit_code()
 
 
 if __name__ == "__main__":
