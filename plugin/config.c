@@ -32,8 +32,8 @@ static const char *const log_levels[] = { "error", "warn", "info", "debug", NULL
 
 static const struct param table[] = {
 	{ .info = { "GRADWIRE_PROVIDER", "string", NULL,
-	    "libfabric provider: verbs;ofi_rxm, tcp;ofi_rxm or shm. Unset: "
-	    "verbs;ofi_rxm, then tcp;ofi_rxm" }, .type = T_STR, .off = OFF(provider) },
+	    "libfabric provider: verbs;ofi_rxm, net, tcp;ofi_rxm or shm. Unset: "
+	    "verbs;ofi_rxm, then net, then tcp;ofi_rxm" }, .type = T_STR, .off = OFF(provider) },
 	{ .info = { "GRADWIRE_IFACE", "string", NULL,
 	    "libfabric domain (interface) to use, e.g. lo, eth0, mlx5_0. Unset: "
 	    "the provider's first. A named interface that does not exist is an "

@@ -512,6 +512,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	const char *prov;
 	struct opts o = { .ranks = 2, .minb = 1 << 20, .maxb = 64 << 20, .factor = 2,
 			  .warmup = 2, .iters = 10, .min_compress = -1,
 			  .segment = -1, .timeout_s = 600 };
@@ -563,11 +564,13 @@ int main(int argc, char **argv)
 	}
 	/* Local: one host, so loopback unless told otherwise. */
 	if (!o.provider && !getenv("GRADWIRE_PROVIDER"))
-		o.provider = "tcp;ofi_rxm";
+		o.provider = "net";
+	prov = o.provider ? o.provider : getenv("GRADWIRE_PROVIDER");
 	if (!o.iface && !getenv("GRADWIRE_IFACE") &&
-	    strstr(o.provider ? o.provider : getenv("GRADWIRE_PROVIDER"), "tcp")) {
+	    (strstr(prov, "tcp") || !strcmp(prov, "net"))) {
 		o.iface = "lo";
 		setenv("FI_TCP_IFACE", "lo", 0);
+		setenv("FI_NET_IFACE", "lo", 0);
 	}
 	return run_local(&o);
 }

@@ -42,7 +42,7 @@ static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size,
 				 const char *dir, struct gw_store **st,
 				 struct gw_ctx **ctx)
 {
-	struct tp_env env = { "tcp;ofi_rxm", "lo", false, GW_LOG_ERROR,
+	struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR,
 			      a->timeout_ms ? a->timeout_ms : 8000, 0 };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
@@ -599,8 +599,11 @@ static void *killer(void *arg)
 
 /*
  * Rank kill_rank dies kill_ms into its kill_call-th allreduce of 16 MiB,
- * with segments in flight. The others must fail in that very call, within
- * the timeout; the ranks next to it name it in their error (stderr goes to
+ * with segments in flight. The rank that sends to it enters that call
+ * 2 * kill_ms late, so the victim cannot finish before it dies however
+ * fast the link is (over net a 16 MiB int8 call can take under 5 ms, and
+ * the victim then died in the next call). The others must fail in that
+ * very call, within the timeout; the ranks next to it name it in their error (stderr goes to
  * "<dir>/err-<rank>" for the parent to read); later calls fail fast.
  */
 static int body_kill(int rank, int size, const char *dir, void *arg)
@@ -614,7 +617,8 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 	struct timespec t0, t1;
 	char path[128];
 	pthread_t th;
-	int rc = 0, call;
+	int rc = 0, call, prev_of_victim = (a->kill_rank + size - 1) % size;
+	struct timespec late = { 0, 2L * a->kill_ms * 1000000L };
 
 	snprintf(path, sizeof(path), "%s/err-%d", a->dir, rank);
 	if (!freopen(path, "w", stderr))
@@ -630,6 +634,8 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 		if (rank == a->kill_rank && call == a->kill_call &&
 		    pthread_create(&th, NULL, killer, (void *)&a->kill_ms))
 			return 11;
+		if (rank == prev_of_victim && call == a->kill_call)
+			nanosleep(&late, NULL);
 		rc = gw_coll_allreduce(c, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
 		if (rc)
 			break;

@@ -47,7 +47,7 @@ struct conn_arg {
 
 static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 {
-	struct tp_env env = { a->provider ? a->provider : "tcp;ofi_rxm",
+	struct tp_env env = { a->provider ? a->provider : tp_net_provider(),
 			      a->provider ? a->iface : "lo", false, GW_LOG_ERROR,
 			      TIMEOUT_MS, 0 };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
@@ -76,7 +76,7 @@ static struct gw_ctx *open_ctx(const struct conn_arg *a, int rank, int size,
 	*rc = gw_ctx_create(&cfg, rank, size, *st, &ctx, err, errlen);
 	/* Only loopback: a rank whose endpoint is elsewhere stops here. */
 	if (!*rc && tp_check_loopback(gw_ctx_tp(ctx), &(struct tp_env){
-		    .provider = a->provider ? a->provider : "tcp;ofi_rxm",
+		    .provider = a->provider ? a->provider : tp_net_provider(),
 		    .iface = a->provider ? a->iface : "lo" })) {
 		gw_ctx_destroy(ctx);
 		ctx = NULL;
@@ -690,7 +690,7 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		}
 		return 0;
 	} else {
-		struct tp_env env = { "tcp;ofi_rxm", "lo", false, GW_LOG_ERROR,
+		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR,
 				      TIMEOUT_MS, 0 };
 		struct gw_tp *tp = tp_open(&env, rank, size, dir, &st, &rc);
 		uint64_t host = 77;
@@ -1049,7 +1049,7 @@ static int body_env(int rank, int size, const char *dir, void *arg)
 	char err[512], path[300];
 	int rc;
 
-	setenv("GRADWIRE_PROVIDER", "tcp;ofi_rxm", 1);
+	setenv("GRADWIRE_PROVIDER", tp_net_provider(), 1);
 	setenv("GRADWIRE_IFACE", "lo", 1);
 	setenv("GRADWIRE_JOB", "envjob", 1);
 	setenv("GRADWIRE_TIMEOUT_MS", "8000", 1);

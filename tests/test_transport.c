@@ -5,7 +5,8 @@
  * with many tags in flight, receive timeouts, truncation, a peer killed
  * mid-transfer, forced registration, and the shm provider.
  *
- * Everything runs on "lo" (tcp;ofi_rxm) or shm; nothing else is a target.
+ * Everything runs on "lo" (net, or tcp;ofi_rxm: tp_net_provider()) or shm;
+ * nothing else is a target.
  * Each rank body returns 0 or a code naming the failed step, so a failure
  * message says which rank failed where.
  */
@@ -18,10 +19,10 @@
 #include "tutil.h"
 #include "tp_harness.h"
 
-#define TCP "tcp;ofi_rxm"
+#define TCP tp_net_provider()
 #define TMO 15000
 
-static struct tp_env tcp_env = {TCP, "lo", false, GW_LOG_WARN, TMO, 0};
+static struct tp_env tcp_env = {NULL, "lo", false, GW_LOG_WARN, TMO, 0};
 static struct tp_env shm_env = {"shm", NULL, false, GW_LOG_WARN, TMO, 0};
 static bool shm_ok;
 static char shm_why[256] = "not probed";
@@ -338,6 +339,135 @@ static void test_timeout(void)
 
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 20, timeout_body, &tcp_env, codes), 0);
 	expect_codes("timeout", codes, 2, NULL);
+}
+
+/* ---- a slow receiver: the sender runs far ahead --------------------------- */
+
+#define SLOW_MSGS 24
+#define SLOW_LEN  (256 << 10)
+
+/*
+ * Rank 0 posts SLOW_MSGS sends of 256 KiB at once (6 MiB in flight) and
+ * waits for them all; rank 1 posts one receive at a time and sleeps 20 ms
+ * before each, so most messages arrive before their receive exists and
+ * the provider must hold them (or stop reading the socket) without losing
+ * or reordering a byte. With a provider that progresses by itself, that
+ * happens while rank 1 sleeps.
+ */
+static int slow_body(int rank, int size, const char *dir, void *arg)
+{
+	const struct tp_env *env = arg;
+	struct gw_store *st;
+	int code = 0, err;
+	char *buf = malloc((size_t)SLOW_MSGS * SLOW_LEN);
+	struct gw_tp_req req[SLOW_MSGS];
+	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
+
+	if (!tp) {
+		free(buf);
+		return 2;
+	}
+	if (!buf)
+		FAIL(0, 9, "out of memory");
+	if (rank == 0) {
+		for (int i = 0; i < SLOW_MSGS; i++) {
+			char *p = buf + (size_t)i * SLOW_LEN;
+
+			tp_pattern(p, SLOW_LEN, seed_of(0, 1, 9, (uint32_t)i, SLOW_LEN));
+			if (gw_tp_isend(tp, 1, 9, (uint32_t)i, p, SLOW_LEN, &req[i]))
+				FAIL(1, 1, "isend %d", i);
+		}
+		if (gw_tp_waitall(tp, req, SLOW_MSGS, TMO))
+			FAIL(1, 2, "sends to the slow receiver");
+	} else {
+		struct timespec nap = {0, 20 * 1000000L};
+
+		for (int i = 0; i < SLOW_MSGS; i++) {
+			ssize_t r;
+
+			nanosleep(&nap, NULL);
+			memset(buf, 0xEE, SLOW_LEN);
+			r = gw_tp_recv(tp, 0, 9, (uint32_t)i, buf, SLOW_LEN);
+			if (r != SLOW_LEN)
+				FAIL(2, 2, "receive %d: %zd", i, r);
+			if (tp_mismatch(buf, SLOW_LEN, seed_of(0, 1, 9, (uint32_t)i, SLOW_LEN)))
+				FAIL(2, 3, "receive %d: wrong bytes", i);
+		}
+	}
+	if (tp_barrier(st, rank, size, "slow-end", TMO))
+		FAIL(3, 1, "final barrier");
+out:
+	tp_close(tp, st);
+	free(buf);
+	return code;
+}
+
+static void test_slow_receiver(void)
+{
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, slow_body, &tcp_env, codes), 0);
+	expect_codes("slow receiver", codes, 2, NULL);
+}
+
+/* ---- a sender that leaves at once ------------------------------------------ */
+
+/*
+ * Rank 0 sends a small message (seq 0), then 1 MiB (seq 1), and destroys its
+ * context as soon as both sends complete. Rank 1 receives seq 1 first, so
+ * the small one arrives before its receive exists and the provider holds
+ * it; rank 1 posts that receive only 300 ms later. It must still arrive: a
+ * send that completed is never lost because its sender left. (libfabric
+ * 1.17's net provider drops a held message when its connection closes;
+ * gw_tp_destroy() lingers until its peers are leaving too.)
+ */
+static int leave_body(int rank, int size, const char *dir, void *arg)
+{
+	const struct tp_env *env = arg;
+	struct gw_store *st;
+	int code = 0, err;
+	size_t lens[2] = {100, 1 << 20};
+	char *buf = malloc(lens[1]);
+	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
+
+	if (!tp) {
+		free(buf);
+		return 2;
+	}
+	if (!buf)
+		FAIL(0, 9, "out of memory");
+	for (int k = 0; k < 2; k++) {
+		int i = rank == 0 ? k : 1 - k; /* rank 1 takes the later one first */
+		uint64_t seed = seed_of(0, 1, 11, (uint32_t)i, lens[i]);
+
+		if (rank == 0) {
+			tp_pattern(buf, lens[i], seed);
+			if (gw_tp_send(tp, 1, 11, (uint32_t)i, buf, lens[i]) != (ssize_t)lens[i])
+				FAIL(1, 2, "send %d", i);
+		} else {
+			struct timespec nap = {0, 300 * 1000000L};
+			ssize_t r;
+
+			if (k == 1)
+				nanosleep(&nap, NULL);
+			memset(buf, 0xEE, lens[i]);
+			r = gw_tp_recv(tp, 0, 11, (uint32_t)i, buf, lens[i]);
+			if (r != (ssize_t)lens[i] || tp_mismatch(buf, lens[i], seed))
+				FAIL(2, 3, "message %d after its sender left: %zd", i, r);
+		}
+	}
+out:
+	tp_close(tp, st);
+	free(buf);
+	return code;
+}
+
+static void test_sender_leaves(void)
+{
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, leave_body, &tcp_env, codes), 0);
+	expect_codes("sender leaves", codes, 2, NULL);
 }
 
 /* ---- truncation: a message larger than the receive --------------------- */
@@ -659,6 +789,8 @@ int main(void)
 	    {"ring of 4 ranks, 1 B to 64 MiB", test_ring4},
 	    {"all-to-all, 48 tags in flight per rank", test_alltoall},
 	    {"receive timeout, then still usable", test_timeout},
+	    {"slow receiver: 24 sends ahead of their receives", test_slow_receiver},
+	    {"a sender that leaves at once loses nothing", test_sender_leaves},
 	    {"truncation is an error", test_truncation},
 	    {"killed peer: errors, no hang", test_killed_peer},
 	    {"force_mr: registration path", test_force_mr},
@@ -669,6 +801,7 @@ int main(void)
 	int codes[1];
 
 	tp_pin_loopback();
+	tcp_env.provider = TCP;
 	quiet = tcp_env;
 	quiet.log_level = GW_LOG_INFO;
 	if (tp_run(1, 20, probe_body, &quiet, codes) || codes[0] != 0) {

@@ -20,7 +20,15 @@ extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 void tp_pin_loopback(void)
 {
 	setenv("FI_TCP_IFACE", "lo", 1);
+	setenv("FI_NET_IFACE", "lo", 1);
 	setenv("FI_SOCKETS_IFACE", "lo", 1);
+}
+
+const char *tp_net_provider(void)
+{
+	const char *p = getenv("GW_TEST_PROVIDER");
+
+	return p && *p ? p : "net";
 }
 
 static int64_t now_ms(void)

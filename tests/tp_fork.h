@@ -23,8 +23,15 @@ typedef int (*tp_body)(int rank, int size, const char *dir, void *arg);
 /* Exit code of a rank whose body succeeded but leaked (sanitizer builds). */
 #define TP_LEAKED 99
 
-/* FI_TCP_IFACE and FI_SOCKETS_IFACE = "lo" for this process and its children. */
+/* FI_TCP_IFACE, FI_NET_IFACE and FI_SOCKETS_IFACE = "lo" for this process
+ * and its children. */
 void tp_pin_loopback(void);
+/*
+ * The network provider the tests run on: $GW_TEST_PROVIDER, else "net"
+ * (the default gradwire picks without InfiniBand). meson runs the
+ * transport suites once more with GW_TEST_PROVIDER="tcp;ofi_rxm".
+ */
+const char *tp_net_provider(void);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);

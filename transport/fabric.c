@@ -12,6 +12,11 @@
  *    and honour what the provider keeps; with FI_MR_LOCAL (or force_mr)
  *    every buffer gets a descriptor (per request, or from a caller
  *    registration covering it).
+ *  - providers, unless named: verbs;ofi_rxm, then net (libfabric's native
+ *    TCP RDM endpoint with its own progress thread), then tcp;ofi_rxm.
+ *    net fills a shaped 1 Gbit/s link both ways where tcp;ofi_rxm moved
+ *    about half (docs/performance.md), and its automatic data progress
+ *    lets waiters sleep in the kernel;
  *  - the CQ has a file-descriptor wait object so waiters sleep in
  *    fi_cq_sread(); a provider without one gets a CQ without wait object
  *    and waiters back off. Not FI_WAIT_UNSPEC: shm 1.17 then picks a
@@ -155,23 +160,24 @@ static int open_cq(struct gw_tp *tp)
 
 int tp_fabric_open(struct gw_tp *tp)
 {
-	static const char *const defaults[] = {"verbs;ofi_rxm", "tcp;ofi_rxm"};
+	static const char *const defaults[] = {"verbs;ofi_rxm", "net", "tcp;ofi_rxm"};
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	int ret = -ENODATA;
 
 	if (tp->cfg.provider) {
 		ret = get_info(tp, tp->cfg.provider);
 	} else {
-		for (size_t i = 0; i < 2 && ret; i++)
+		for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && ret; i++)
 			ret = get_info(tp, defaults[i]);
 	}
 	if (ret) {
 		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s",
-		       tp->cfg.provider ? tp->cfg.provider : "verbs;ofi_rxm, tcp;ofi_rxm",
+		       tp->cfg.provider ? tp->cfg.provider : "verbs;ofi_rxm, net, tcp;ofi_rxm",
 		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret));
 		return ret;
 	}
 	tp->mr_mode = tp->info->domain_attr->mr_mode;
+	tp->auto_progress = tp->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
 	tp->need_mr = (tp->mr_mode & FI_MR_LOCAL) || tp->cfg.force_mr;
 
 	ret = tp_errno(fi_fabric(tp->info->fabric_attr, &tp->fabric, NULL));

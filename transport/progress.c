@@ -10,6 +10,10 @@
  *  - waiting sleeps: in fi_cq_sread() when the CQ has a wait object, else a
  *    backoff of sched_yield() then nanosleep() up to 1 ms. Ranks may
  *    outnumber cores, and a spinning waiter steals the core its peer needs;
+ *  - with a provider that progresses by itself (FI_PROGRESS_AUTO: net) a
+ *    waiter never polls: the kernel wakes it when the provider's thread
+ *    signals the CQ. Polling there only took the core from that thread
+ *    and, with busy neighbours, cost a scheduler slice per sched_yield();
  *  - completions are read in batches of TP_BATCH;
  *  - an error entry becomes a negative errno on its op, with a log line that
  *    names the peer and the provider's text; it is never dropped;
@@ -27,7 +31,8 @@
 #define TP_BATCH    16
 #define TP_DRAIN_MS 500 /* how long a cancelled op may take to drain */
 #define TP_SPIN_US  200 /* yielding poll while the endpoint is hot */
-#define TP_SLEEP_MS 2	/* longest sleep in fi_cq_sread() */
+#define TP_SLEEP_MS 2	/* longest sleep in fi_cq_sread() (manual progress) */
+#define TP_AUTO_SLEEP_MS 100 /* the same with a provider that progresses itself */
 
 int64_t gw_now_ms(void)
 {
@@ -214,7 +219,8 @@ static int64_t now_us(void)
 /*
  * Wait up to left ms for something to complete.
  *
- * ofi_rxm moves one internal completion per fi_cq_read (a large message is
+ * An auto-progress provider sleeps in fi_cq_sread() at once (see the top
+ * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large message is
  * many: SAR segments, rendezvous steps) and its wait object does not always
  * fire again for the next step, so a waiter that only sleeps in
  * fi_cq_sread() crawls (64 MiB took 3.7 s here, 0.9 s when polled). Hence
@@ -230,6 +236,12 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 
 	if (n)
 		goto out;
+	if (tp->auto_progress && tp->blocking && tp->cfg.spin_us >= 0) {
+		/* The provider's own thread moves the bytes and signals the
+		 * CQ's wait object: sleep in the kernel until it does. */
+		n = progress_once(tp, (int)(left < TP_AUTO_SLEEP_MS ? left : TP_AUTO_SLEEP_MS));
+		goto out;
+	}
 	if (tp->cfg.spin_us < 0)
 		spin = left * 1000; /* busy poll until the deadline */
 	else if (tp->hot)

@@ -139,7 +139,12 @@ struct gw_tp;
  */
 int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
 		 struct gw_tp **out);
-/** gw_tp_destroy() - close everything (accepts NULL); in-flight ops are dropped. */
+/**
+ * gw_tp_destroy() - close everything (accepts NULL); in-flight ops are
+ * dropped. With a provider that progresses by itself it first waits (at
+ * most cfg->timeout_ms) until every peer is leaving too, so that no send
+ * that completed here is lost with the connection (context.c).
+ */
 void gw_tp_destroy(struct gw_tp *tp);
 
 int gw_tp_rank(const struct gw_tp *tp);
@@ -178,6 +183,8 @@ enum gw_tp_kind {
 };
 
 #define GW_TP_SLOT_MAX ((UINT32_C(1) << 28) - 1)
+/* The CTRL slot of the goodbye gw_tp_destroy() exchanges (context.c). */
+#define TP_BYE_SLOT GW_TP_SLOT_MAX
 
 /** gw_tp_tag() - the 64-bit tag of (kind, slot, seq); see the layout above. */
 static inline uint64_t gw_tp_tag(unsigned kind, uint32_t slot, uint32_t seq)
@@ -341,6 +348,7 @@ struct gw_tp {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	bool blocking; /* fi_cq_sread works */
+	bool auto_progress; /* the provider moves data without our calls */
 	bool hot;      /* traffic lately: poll before sleeping */
 	bool need_mr;  /* FI_MR_LOCAL or force_mr */
 	uint64_t mr_mode;
