@@ -339,6 +339,10 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		cc.codec = cc.codec_local = o->codec;
 	if (o->min_compress >= 0)
 		cc.min_compress_bytes = (uint64_t)o->min_compress;
+	if (o->segment >= 0)
+		cfg.segment_bytes = (uint64_t)o->segment;
+	gw_ctx_cfg_agree(&cc, "GRADWIRE_MIN_COMPRESS_BYTES", cc.min_compress_bytes);
+	gw_ctx_cfg_agree(&cc, "GRADWIRE_SEGMENT_BYTES", cfg.segment_bytes);
 	rc = gw_store_file_create(dir, &st);
 	if (rc) {
 		fprintf(stderr, "gradwire-perf: store %s: %s\n", dir, gw_strerror(rc));
@@ -353,8 +357,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	rc = gw_coll_create(ctx, &c);
 	if (rc)
 		goto out;
-	gw_coll_set_segment(c, o->segment >= 0 ? (uint64_t)o->segment
-					       : cfg.segment_bytes);
+	gw_coll_set_segment(c, cfg.segment_bytes);
 	/* What was negotiated with the next rank (all the same here). */
 	snprintf(codec, sizeof(codec), "%s", cc.codec ? cc.codec : "none");
 	if (size > 1 && !gw_ctx_stats(ctx, (rank + 1) % size, &s))

@@ -241,7 +241,34 @@ static int hello_base(const struct gw_ctx_cfg *cfg, int rank, int size,
 		return -EINVAL;
 	}
 	h->mac_mode = (uint8_t)cfg->mac_mode;
+	if (cfg->nagree > GW_HS_MAX_AGREE)
+		return -EINVAL;
+	h->nagree = cfg->nagree;
+	memcpy(h->agree, cfg->agree, sizeof(h->agree));
 	return parse_algs(cfg->mac_algs, h, err, errlen);
+}
+
+int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value)
+{
+	size_t len = name ? strlen(name) : 0;
+	uint8_t i;
+
+	if (len < 1 || len > GW_HS_AGREE_NAME_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < len; k++)
+		if (!((name[k] >= 'A' && name[k] <= 'Z') ||
+		      (name[k] >= '0' && name[k] <= '9') || name[k] == '_'))
+			return -EINVAL;
+	for (i = 0; i < cfg->nagree; i++)
+		if (!strcmp(cfg->agree[i].name, name))
+			break;
+	if (i == GW_HS_MAX_AGREE)
+		return -ENOSPC;
+	memcpy(cfg->agree[i].name, name, len + 1);
+	cfg->agree[i].value = value;
+	if (i == cfg->nagree)
+		cfg->nagree++;
+	return 0;
 }
 
 static int codec_list(const char *list, struct gw_hs_hello *h, const char *what,

@@ -41,7 +41,20 @@ struct gw_ctx_cfg {
 	uint64_t min_compress_bytes;	/* smaller tensors always travel exactly */
 	uint64_t host_id;	/* 0: derived from the host name */
 	uint16_t hs_version;	/* 0: GW_HS_VERSION (tests simulate skew) */
+	/* Values every rank must set alike (the collectives assume them equal):
+	 * they travel in HELLO and a difference fails gw_ctx_create() on every
+	 * rank, naming the value and both settings (gw_ctx_cfg_agree()). */
+	uint8_t nagree;
+	struct gw_hs_agree agree[GW_HS_MAX_AGREE];
 };
+
+/**
+ * gw_ctx_cfg_agree() - add (or replace) the value called name (upper case,
+ * digits and '_', at most GW_HS_AGREE_NAME_MAX characters; a GRADWIRE_*
+ * variable's name, so the message says what to fix) to cfg's list of values
+ * every rank must share. Return: 0, -EINVAL (bad name), -ENOSPC (list full).
+ */
+int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value);
 
 /** struct gw_conn_stats - one connection's counters. */
 struct gw_conn_stats {
