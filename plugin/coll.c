@@ -6,7 +6,19 @@
  *
  *   GW_COLL_SLOT_BASE + (ident << STEP_BITS) + step
  *   ident 0: barrier (step = round), 1: broadcast, 2: allgather,
- *         3 + k: allreduce stream k (step = unit, below)
+ *         3 + k: allreduce stream k (step = unit, below),
+ *         3 + GW_COLL_STREAMS: every allreduce's call check (step = round)
+ *
+ * Call check. Every allreduce starts with a dissemination allgather of a
+ * 24-byte descriptor of the call on one fixed slot:
+ *
+ *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
+ *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy  22 u16 0
+ *
+ * so ranks that disagree on the tensor (the order of ids), its length, the
+ * op or the lossy flag all fail at once, before any data moves, with the
+ * same message naming the tensor, both values and the two ranks, instead
+ * of a malformed frame on one rank and a timeout on another.
  *
  * Allreduce (ring). buf is cut into size chunks whose lengths differ by at
  * most one; chunk k starts at k * q + min(k, n % size). Ring step t sends
@@ -25,6 +37,7 @@
  * short last chunk) are not sent: both sides know the lengths.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "coll.h"
@@ -35,15 +48,19 @@
 #define ID_BCAST 1u
 #define ID_ALLGATHER 2u
 #define ID_ALLREDUCE 3u
+#define ID_CALL (ID_ALLREDUCE + GW_COLL_STREAMS)
 
-_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_ALLREDUCE + GW_COLL_STREAMS) << STEP_BITS)
+_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS)
 		       <= (uint64_t)GW_TP_SLOT_MAX + 1,
-	       "every allreduce stream's slots fit below GW_TP_SLOT_MAX");
+	       "every allreduce stream's slots and the call check's fit below GW_TP_SLOT_MAX");
 
 struct gw_coll {
 	struct gw_ctx *ctx;
 	int rank, size;
 	int err;			/* first failure; every later call returns it */
+	char errmsg[320];		/* what it was, when there is more to say */
+	uint32_t calls;			/* allreduces so far (the call check) */
+	struct call_desc *descs;	/* the call check's, one per rank */
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
 	uint64_t seg_bytes;		/* allreduce segment on the wire (0: whole chunks) */
@@ -99,6 +116,7 @@ void gw_coll_destroy(struct gw_coll *c)
 		return;
 	free(c->scratch);
 	free(c->req);
+	free(c->descs);
 	gw_lowrank_destroy(c->lowrank);
 	free(c);
 }
@@ -116,11 +134,19 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
 /* Remember the first error and say where it happened. */
 static int fail(struct gw_coll *c, int rc, const char *what, int step)
 {
-	if (!c->err)
+	if (!c->err) {
 		c->err = rc;
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s", what,
+			 step, gw_strerror(rc));
+	}
 	gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank,
 	       "%s step %d failed: %s", what, step, gw_strerror(rc));
 	return rc;
+}
+
+const char *gw_coll_error(const struct gw_coll *c)
+{
+	return c->err ? c->errmsg : NULL;
 }
 
 /*
@@ -246,6 +272,102 @@ static uint32_t stream_of(struct gw_coll *c, uint64_t key)
 		return ID_ALLREDUCE + c->nstreams++;
 	}
 	return ID_ALLREDUCE + (uint32_t)(key % GW_COLL_STREAMS);
+}
+
+/* The call check (see the top of this file). */
+struct call_desc {
+	uint64_t key, n;
+	uint32_t call;
+	uint8_t op, lossy;
+	uint16_t zero;
+};
+_Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
+
+static int tensor_name(char *s, size_t len, uint64_t key)
+{
+	return key & KEY_ID ? snprintf(s, len, "tensor id %llu",
+				       (unsigned long long)(key & ~KEY_ID))
+			    : snprintf(s, len, "a tensor without id");
+}
+
+/* Why rank ra's call a and rank rb's call b cannot be one allreduce. */
+static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
+		      const struct call_desc *b, int rb)
+{
+	char ta[48], tb[48];
+
+	tensor_name(ta, sizeof(ta), a->key);
+	tensor_name(tb, sizeof(tb), b->key);
+	if (a->key != b->key && ((a->key | b->key) & KEY_ID))
+		snprintf(m, len, "allreduce #%u: rank %d reduces %s (%llu values), "
+			 "rank %d %s (%llu values): the ranks call allreduce on "
+			 "different tensors or in different orders", a->call, ra, ta,
+			 (unsigned long long)a->n, rb, tb, (unsigned long long)b->n);
+	else if (a->n != b->n)
+		snprintf(m, len, "allreduce #%u of %s: rank %d passes %llu values, "
+			 "rank %d passes %llu", a->call, ta, ra,
+			 (unsigned long long)a->n, rb, (unsigned long long)b->n);
+	else if (a->call != b->call)
+		snprintf(m, len, "allreduce of %s: rank %d is at call #%u, rank %d "
+			 "at #%u (a rank skipped or repeated an allreduce)", ta, ra,
+			 a->call, rb, b->call);
+	else if (a->op != b->op)
+		snprintf(m, len, "allreduce #%u of %s: rank %d asks for %s, rank %d "
+			 "for %s", a->call, ta, ra, a->op ? "avg" : "sum", rb,
+			 b->op ? "avg" : "sum");
+	else
+		snprintf(m, len, "allreduce #%u of %s: rank %d %s lossy compression "
+			 "(GRADWIRE_LOSSY), rank %d %s", a->call, ta, ra,
+			 a->lossy ? "allows" : "does not allow", rb,
+			 b->lossy ? "does" : "does not");
+}
+
+/*
+ * Every rank learns every rank's descriptor (dissemination: in round k this
+ * rank passes what it holds to rank + 2^k; descs[i] is rank - i's), then
+ * compares each with rank 0's, so all ranks report the same difference.
+ * Return: 0, -EINVAL (a difference: c->errmsg says which), or the
+ * transport's error.
+ */
+static int check_call(struct gw_coll *c, uint64_t key, uint64_t n,
+		      enum gw_coll_op op, unsigned lossy)
+{
+	struct call_desc *d;
+	int have = 1, round = 0, rc, r0;
+
+	if (!c->descs) {
+		c->descs = calloc((size_t)c->size, sizeof(*c->descs));
+		if (!c->descs)
+			return -ENOMEM;
+	}
+	d = c->descs;
+	d[0] = (struct call_desc){ .key = key, .n = n, .call = c->calls++,
+				   .op = (uint8_t)op, .lossy = lossy != 0 };
+	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
+		int cnt = dist < c->size - dist ? dist : c->size - dist;
+
+		rc = bytes_step(c, slot_of(ID_CALL, (uint32_t)round),
+				mod(c->rank + dist, c->size), d,
+				mod(c->rank - dist, c->size), d + dist,
+				(size_t)cnt * sizeof(*d));
+		if (rc)
+			return fail(c, rc, "allreduce (call check)", round);
+		have += cnt;
+	}
+	r0 = c->rank;	/* descs[r0] is rank 0's */
+	for (int i = 0; i < c->size; i++) {
+		const struct call_desc *x = &d[mod(r0 - i, c->size)];
+
+		if (i && (x->key != d[r0].key || x->n != d[r0].n ||
+			  x->op != d[r0].op || x->lossy != d[r0].lossy ||
+			  x->call != d[r0].call)) {
+			call_diff(c->errmsg, sizeof(c->errmsg), &d[r0], 0, x, i);
+			c->err = -EINVAL;
+			gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s", c->errmsg);
+			return -EINVAL;
+		}
+	}
+	return have == c->size ? 0 : -EIO;
 }
 
 static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
@@ -519,6 +641,11 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
 	    (n && !buf))
 		return -EINVAL;
+	if (size > 1) {
+		rc = check_call(c, key, n, op, lossy);
+		if (rc)
+			return rc;
+	}
 	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
 		rc = gw_coll_lowrank_allreduce(c, &c->lowrank,
 					       slot_of(stream_of(c, key), 0), buf, n);
