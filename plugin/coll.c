@@ -60,6 +60,7 @@ struct gw_coll {
 	int err;			/* first failure; every later call returns it */
 	char errmsg[320];		/* what it was, when there is more to say */
 	uint32_t calls;			/* allreduces so far (the call check) */
+	uint64_t staged;		/* values of lossy sends in flight (ring_run) */
 	struct call_desc *descs;	/* the call check's, one per rank */
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
@@ -397,6 +398,12 @@ int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
  * in flight; every rank walks the units in the same order.
  */
 #define WINDOW 8
+/* Values of lossy sends in flight, at most (beyond one): each holds a staged
+ * residual of its length until it completes (conn.h), so a ring of few,
+ * long segments (top-k's, about 1 MiB on the wire each) would otherwise
+ * hold a second copy of its residuals. 32 MiB of floats keeps 8 int8 or
+ * fp16 segments in flight. */
+#define STAGED_MAX (UINT64_C(8) << 20)
 
 struct ring {
 	float *buf;
@@ -505,15 +512,48 @@ static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n,
 	return rc;
 }
 
+/*
+ * Frame buffers. The context keeps one per (peer, slot) and direction, and
+ * every unit has its own slot, so a ring that kept them would hold about
+ * its whole tensor again in frames (0.5x for an exact one on 2 ranks). A
+ * unit's buffers go to the context's pool (gw_ctx_slot_trim()) as soon as
+ * they are idle - a send's once it completed, a receive's once its payload
+ * was passed on - and the units behind it in the window take them from
+ * there: the ring holds about 2 x WINDOW segments in frames, and a training
+ * loop still allocates nothing after its first step.
+ */
+static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
+{
+	gw_ctx_slot_trim(c->ctx, mod(c->rank + (recv ? -1 : 1), c->size),
+			 slot_of(g->id, u), 0);
+}
+
+static int wait_send(struct gw_coll *c, const struct ring *g,
+		     struct gw_ctx_req *sr, uint32_t u)
+{
+	int rc = gw_ctx_waitall(c->ctx, &sr[u], 1);
+
+	if (!rc)
+		trim(c, g, u, 0);
+	if (sr[u].res)	/* see STAGED_MAX */
+		c->staged -= sr[u].n;
+	sr[u].res = NULL;
+	return rc;
+}
+
 static int ring_run(struct gw_coll *c, const struct ring *g)
 {
 	struct gw_ctx_req *rr = c->req, *sr = c->req + g->units;
-	uint32_t posted = 0, swaited = 0, u, back = ((uint32_t)c->size - 1) * g->nseg;
+	uint32_t posted = 0, swaited = 0, rwaited = 0, u;
+	uint32_t back = ((uint32_t)c->size - 1) * g->nseg;
+	uint32_t lag = g->nseg < WINDOW ? g->nseg : WINDOW;
 	int rc = 0;
 
 	memset(c->req, 0, 2 * (size_t)g->units * sizeof(*c->req));
+	c->staged = 0;
 	for (u = 0; u < g->units && !rc; u++) {
-		while (!rc && posted < g->units && posted <= u + WINDOW) {
+		while (!rc && posted < g->units && posted <= u + WINDOW &&
+		       posted < rwaited + 2 * WINDOW) {
 			/* A receive straight into the buffer (recv_flags())
 			 * overwrites what send posted - back read: that send
 			 * must have been posted (it is below u) and left. */
@@ -521,7 +561,7 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 				if (posted - back >= u)
 					break;
 				while (!rc && swaited <= posted - back)
-					rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+					rc = wait_send(c, g, sr, swaited++);
 				if (rc)
 					break;
 			}
@@ -531,14 +571,30 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 		 * steps before; sends may go out of the buffer itself
 		 * (GW_CTX_ZEROCOPY), so that one must have left. */
 		while (!rc && u >= g->nseg + back && swaited <= u - g->nseg - back)
-			rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
-		if (!rc && u >= g->nseg)	/* the segment this send passes on */
-			rc = gw_ctx_waitall(c->ctx, &rr[u - g->nseg], 1);
+			rc = wait_send(c, g, sr, swaited++);
+		/* Receives complete in order: the segment this send passes on
+		 * (u - nseg), and any more than WINDOW behind, so that only
+		 * about 2 x WINDOW are posted (each holds a frame buffer). A
+		 * wait here is on a unit below u, so no rank waits for one that
+		 * waits for it. */
+		while (!rc && u >= lag && rwaited <= u - lag) {
+			rc = gw_ctx_waitall(c->ctx, &rr[rwaited], 1);
+			/* Its frame is needed later only when it is a lossy
+			 * allgather payload that send rwaited + nseg forwards. */
+			if (!rc && !(g->lossy && !unit_rs(c, g, rwaited)))
+				trim(c, g, rwaited, 1);
+			rwaited++;
+		}
 		if (!rc)
 			rc = post_send(c, g, u, &rr[u - (u >= g->nseg ? g->nseg : 0)],
 				       &sr[u]);
-		while (!rc && u + 1 - swaited > WINDOW)
-			rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+		if (!rc && u >= g->nseg)	/* its payload went on: buffer free */
+			trim(c, g, u - g->nseg, 1);
+		if (!rc && sr[u].res)
+			c->staged += sr[u].n;
+		while (!rc && (u + 1 - swaited > WINDOW ||
+			       (c->staged > STAGED_MAX && swaited < u)))
+			rc = wait_send(c, g, sr, swaited++);
 	}
 	if (rc) {
 		fail(c, rc, unit_rs(c, g, u - 1) ? "allreduce reduce-scatter"
@@ -552,6 +608,10 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 	 * a failure the rest are withdrawn, not waited for one timeout each. */
 	rc = wait_or_abort(c, sr, g->units, 0);
 	rc = wait_or_abort(c, rr, g->units, rc);
+	for (u = 0; u < g->units; u++) {
+		trim(c, g, u, 0);
+		trim(c, g, u, 1);
+	}
 	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
 }
 
@@ -617,13 +677,21 @@ static int agree_links(struct gw_coll *c)
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
  * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks).
+ * segments as in whole chunks). But at most SEG_VALUES_MAX values (16 MiB of
+ * floats, about 1.3 MB of top-k at 1% on the wire): each segment in flight
+ * holds a staged residual, the owner's copy and a codec scratch of its
+ * length, and a ring of a few huge segments has them all in flight at once
+ * (top-k at 1% held 2.3x its tensor in memory that way).
  */
+#define SEG_VALUES_MAX (UINT64_C(4) << 20)
+
 static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 {
 	double bpv = lossy ? c->wire_bpv : sizeof(float);
 	uint64_t seg = (uint64_t)((double)c->seg_bytes / bpv);
 
+	if (c->seg_bytes && seg > SEG_VALUES_MAX)
+		seg = SEG_VALUES_MAX;
 	return c->seg_bytes && !seg ? 1 : seg;
 }
 

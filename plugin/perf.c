@@ -54,7 +54,41 @@ struct opts {
 
 struct rank_info {
 	uint64_t hash, raw, wire;
+	int64_t extra;		/* peak resident bytes beyond rss0 and the buffers */
+	uint64_t state;		/* error feedback and codec state held */
 };
+
+/* A field of /proc/self/status ("VmRSS", "VmHWM") in bytes, or -1. */
+static int64_t proc_status(const char *key)
+{
+	char line[256];
+	size_t kl = strlen(key);
+	long long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':') {
+			kb = atoll(line + kl + 1);
+			break;
+		}
+	fclose(f);
+	return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+/* Start a new peak (VmHWM) at the current resident size. */
+static void peak_reset(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+static int64_t rss0;	/* resident bytes once the context is open */
 
 static void usage(FILE *f)
 {
@@ -229,10 +263,14 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx), rc, bad = 0;
 	uint64_t n = bytes / sizeof(float), raw0, wire0, raw = 0, wire = 0;
 	struct rank_info me;
-	double err = 0, t, med, algbw, busbw;
+	double err = 0, t, med, algbw, busbw, overhead;
+	int64_t extra = INT64_MIN;
+	uint64_t state = 0;
 	bool identical = true;
 
 	fill(x, n, rank);
+	memcpy(buf, x, n * sizeof(float));
+	peak_reset();
 	for (int i = 0; i < o->warmup; i++) {
 		memcpy(buf, x, n * sizeof(float));
 		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
@@ -246,8 +284,11 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	if (rc)
 		return rc;
 	me.hash = hash_of(buf, n * sizeof(float));
+	/* Peak memory: over the calls, not rank 0's reference sum below. */
+	me.extra = proc_status("VmHWM");
 	if (rank == 0)
 		err = rel_err(buf, n, size);
+	peak_reset();
 	sum_stats(ctx, &raw0, &wire0);
 	for (int i = 0; i < o->iters; i++) {
 		memcpy(buf, x, n * sizeof(float));
@@ -260,6 +301,12 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 			return rc;
 		times[i] = now_s() - t;
 	}
+	if (proc_status("VmHWM") > me.extra)
+		me.extra = proc_status("VmHWM");
+	/* Beyond what the context held before any call, and the caller's two
+	 * buffers (the data x and the tensor buf). */
+	me.extra -= rss0 + 2 * (int64_t)bytes;
+	me.state = gw_ctx_residual_bytes(ctx);
 	sum_stats(ctx, &me.raw, &me.wire);
 	me.raw -= raw0;
 	me.wire -= wire0;
@@ -274,7 +321,12 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	for (int r = 0; r < size; r++) {
 		identical &= all[r].hash == all[0].hash;
 		wire += all[r].wire;
+		if (all[r].extra > extra)
+			extra = all[r].extra;
+		if (all[r].state > state)
+			state = all[r].state;
 	}
+	overhead = bytes ? (double)extra / (double)bytes : 0;
 	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
 	for (int i = 0; i < o->iters; i++) {	/* the slowest rank's time */
 		times[i] = 0;
@@ -291,16 +343,24 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	if (o->json) {
 		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"algbw_gbps\": %.4f, "
 		       "\"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, \"rel_err\": %.3e, "
-		       "\"identical\": %s, \"codec\": ", (unsigned long long)bytes,
-		       med * 1e6, algbw, busbw, wire ? (double)raw / (double)wire : 1.0,
-		       err, identical ? "true" : "false");
-		json_str(codec);
-		printf(", \"ranks\": %d}\n", size);
-	} else {
-		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s  %s%s\n",
+		       "\"identical\": %s, \"overhead_ratio\": %.3f, "
+		       "\"codec_state_bytes\": %llu, \"codec\": ",
 		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
 		       wire ? (double)raw / (double)wire : 1.0, err,
-		       identical ? "yes" : "NO", codec, bad ? "  <- WRONG" : "");
+		       identical ? "true" : "false", overhead,
+		       (unsigned long long)state);
+		json_str(codec);
+		printf(", \"ranks\": %d, \"overhead_ratio_ranks\": [", size);
+		for (int r = 0; r < size; r++)
+			printf("%s%.3f", r ? ", " : "", bytes ? (double)all[r].extra /
+			       (double)bytes : 0.0);
+		printf("]}\n");
+	} else {
+		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
+		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
+		       wire ? (double)raw / (double)wire : 1.0, err,
+		       identical ? "yes" : "NO", overhead, (double)state / (1 << 20),
+		       codec, bad ? "  <- WRONG" : "");
 	}
 	fflush(stdout);
 	fprintf(stderr, "gradwire-perf: %llu bytes done\n", (unsigned long long)bytes);
@@ -364,6 +424,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		snprintf(codec, sizeof(codec), "%s", s.codec);
 	x = malloc(o->maxb + 4);
 	buf = malloc(o->maxb + 4);
+	rss0 = proc_status("VmRSS");
 	times = calloc((size_t)o->iters, sizeof(double));
 	all_times = calloc((size_t)o->iters * (size_t)size, sizeof(double));
 	all = calloc((size_t)size, sizeof(*all));
@@ -377,9 +438,9 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		       cc.tp.provider ? cc.tp.provider : "(default)",
 		       cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
-		printf("# %10s %11s %10s %10s %10s %10s %9s  %s\n", "bytes", "time_us",
-		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err",
-		       "identical", "codec");
+		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes",
+		       "time_us", "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err",
+		       "identical", "overhead", "state_MiB", "codec");
 		fflush(stdout);
 	}
 	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {

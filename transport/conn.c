@@ -747,6 +747,8 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	if (r->lossy) {
 		rc = gw_rs_get(ctx->rs, (uint32_t)peer, slot, n, codec, &e, &reshaped);
 		if (!rc)
+			rc = gw_rs_stage(e);
+		if (!rc)
 			rc = scratch_reserve(ctx, gw_codec_scratch_size(codec, n));
 		if (rc)
 			return rc;
@@ -1221,6 +1223,11 @@ int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path)
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path)
 {
 	return gw_rs_load(ctx->rs, path);
+}
+
+uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx)
+{
+	return gw_rs_bytes(ctx->rs);
 }
 
 void gw_ctx_residuals_reset(struct gw_ctx *ctx)

@@ -241,6 +241,10 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
 			const struct gw_codec *c, struct gw_rs_entry **e);
 
+/** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
+ * held (every peer's and slot's residual, staged residual and state). */
+uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx);
+
 /** Residual checkpointing (all peers and slots of this rank). */
 int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path);
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path);
