@@ -414,6 +414,8 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 			gw_strerror(rc));
 		goto out;
 	}
+	if (cfg.stats)	/* GRADWIRE_STATS=1: counters at exit (scripts/soak) */
+		gw_ctx_stats_at_exit(ctx, stderr);
 	rc = gw_coll_create(ctx, &c);
 	if (rc)
 		goto out;
