@@ -56,7 +56,24 @@ struct rank_info {
 	uint64_t hash, raw, wire;
 	int64_t extra;		/* peak resident bytes beyond rss0 and the buffers */
 	uint64_t state;		/* error feedback and codec state held */
+	double slope;		/* resident bytes per call over the last 3/4 */
 };
+
+/* Least-squares slope of y[from..n) against the call index. */
+static double slope_of(const double *y, int from, int n)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, k = n - from;
+
+	if (k < 2)
+		return 0;
+	for (int i = from; i < n; i++) {
+		sx += i;
+		sy += y[i];
+		sxx += (double)i * i;
+		sxy += (double)i * y[i];
+	}
+	return (k * sxy - sx * sy) / (k * sxx - sx * sx);
+}
 
 /* A field of /proc/self/status ("VmRSS", "VmHWM") in bytes, or -1. */
 static int64_t proc_status(const char *key)
@@ -259,6 +276,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		    uint64_t bytes, float *x, float *buf, double *times,
 		    double *all_times, struct rank_info *all)
 {
+	double *rss = all_times;	/* free until the allgather below */
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx), rc, bad = 0;
 	uint64_t n = bytes / sizeof(float), raw0, wire0, raw = 0, wire = 0;
@@ -266,6 +284,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	double err = 0, t, med, algbw, busbw, overhead;
 	int64_t extra = INT64_MIN;
 	uint64_t state = 0;
+	double slope = 0;
 	bool identical = true;
 
 	fill(x, n, rank);
@@ -300,7 +319,9 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		if (rc)
 			return rc;
 		times[i] = now_s() - t;
+		rss[i] = (double)proc_status("VmRSS");	/* outside the timing */
 	}
+	me.slope = slope_of(rss, o->iters / 4, o->iters);
 	if (proc_status("VmHWM") > me.extra)
 		me.extra = proc_status("VmHWM");
 	/* Beyond what the context held before any call, and the caller's two
@@ -325,6 +346,8 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 			extra = all[r].extra;
 		if (all[r].state > state)
 			state = all[r].state;
+		if (fabs(all[r].slope) > fabs(slope))
+			slope = all[r].slope;
 	}
 	overhead = bytes ? (double)extra / (double)bytes : 0;
 	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
@@ -344,11 +367,12 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"algbw_gbps\": %.4f, "
 		       "\"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, \"rel_err\": %.3e, "
 		       "\"identical\": %s, \"overhead_ratio\": %.3f, "
-		       "\"codec_state_bytes\": %llu, \"codec\": ",
+		       "\"codec_state_bytes\": %llu, \"rss_slope_bytes_per_call\": %.1f, "
+		       "\"codec\": ",
 		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
 		       wire ? (double)raw / (double)wire : 1.0, err,
 		       identical ? "true" : "false", overhead,
-		       (unsigned long long)state);
+		       (unsigned long long)state, slope);
 		json_str(codec);
 		printf(", \"ranks\": %d, \"overhead_ratio_ranks\": [", size);
 		for (int r = 0; r < size; r++)
