@@ -6,7 +6,19 @@
  *
  *   GW_COLL_SLOT_BASE + (ident << STEP_BITS) + step
  *   ident 0: barrier (step = round), 1: broadcast, 2: allgather,
- *         3 + k: allreduce stream k (step = unit, below)
+ *         3 + k: allreduce stream k (step = unit, below),
+ *         3 + GW_COLL_STREAMS: every allreduce's call check (step = round)
+ *
+ * Call check. Every allreduce starts with a dissemination allgather of a
+ * 24-byte descriptor of the call on one fixed slot:
+ *
+ *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
+ *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy  22 u16 0
+ *
+ * so ranks that disagree on the tensor (the order of ids), its length, the
+ * op or the lossy flag all fail at once, before any data moves, with the
+ * same message naming the tensor, both values and the two ranks, instead
+ * of a malformed frame on one rank and a timeout on another.
  *
  * Allreduce (ring). buf is cut into size chunks whose lengths differ by at
  * most one; chunk k starts at k * q + min(k, n % size). Ring step t sends
@@ -25,6 +37,7 @@
  * short last chunk) are not sent: both sides know the lengths.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "coll.h"
@@ -35,15 +48,20 @@
 #define ID_BCAST 1u
 #define ID_ALLGATHER 2u
 #define ID_ALLREDUCE 3u
+#define ID_CALL (ID_ALLREDUCE + GW_COLL_STREAMS)
 
-_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_ALLREDUCE + GW_COLL_STREAMS) << STEP_BITS)
+_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS)
 		       <= (uint64_t)GW_TP_SLOT_MAX + 1,
-	       "every allreduce stream's slots fit below GW_TP_SLOT_MAX");
+	       "every allreduce stream's slots and the call check's fit below GW_TP_SLOT_MAX");
 
 struct gw_coll {
 	struct gw_ctx *ctx;
 	int rank, size;
 	int err;			/* first failure; every later call returns it */
+	char errmsg[320];		/* what it was, when there is more to say */
+	uint32_t calls;			/* allreduces so far (the call check) */
+	uint64_t staged;		/* values of lossy sends in flight (ring_run) */
+	struct call_desc *descs;	/* the call check's, one per rank */
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
 	uint64_t seg_bytes;		/* allreduce segment on the wire (0: whole chunks) */
@@ -99,6 +117,7 @@ void gw_coll_destroy(struct gw_coll *c)
 		return;
 	free(c->scratch);
 	free(c->req);
+	free(c->descs);
 	gw_lowrank_destroy(c->lowrank);
 	free(c);
 }
@@ -116,11 +135,19 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
 /* Remember the first error and say where it happened. */
 static int fail(struct gw_coll *c, int rc, const char *what, int step)
 {
-	if (!c->err)
+	if (!c->err) {
 		c->err = rc;
+		snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s", what,
+			 step, gw_strerror(rc));
+	}
 	gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank,
 	       "%s step %d failed: %s", what, step, gw_strerror(rc));
 	return rc;
+}
+
+const char *gw_coll_error(const struct gw_coll *c)
+{
+	return c->err ? c->errmsg : NULL;
 }
 
 /*
@@ -248,6 +275,102 @@ static uint32_t stream_of(struct gw_coll *c, uint64_t key)
 	return ID_ALLREDUCE + (uint32_t)(key % GW_COLL_STREAMS);
 }
 
+/* The call check (see the top of this file). */
+struct call_desc {
+	uint64_t key, n;
+	uint32_t call;
+	uint8_t op, lossy;
+	uint16_t zero;
+};
+_Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
+
+static int tensor_name(char *s, size_t len, uint64_t key)
+{
+	return key & KEY_ID ? snprintf(s, len, "tensor id %llu",
+				       (unsigned long long)(key & ~KEY_ID))
+			    : snprintf(s, len, "a tensor without id");
+}
+
+/* Why rank ra's call a and rank rb's call b cannot be one allreduce. */
+static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
+		      const struct call_desc *b, int rb)
+{
+	char ta[48], tb[48];
+
+	tensor_name(ta, sizeof(ta), a->key);
+	tensor_name(tb, sizeof(tb), b->key);
+	if (a->key != b->key && ((a->key | b->key) & KEY_ID))
+		snprintf(m, len, "allreduce #%u: rank %d reduces %s (%llu values), "
+			 "rank %d %s (%llu values): the ranks call allreduce on "
+			 "different tensors or in different orders", a->call, ra, ta,
+			 (unsigned long long)a->n, rb, tb, (unsigned long long)b->n);
+	else if (a->n != b->n)
+		snprintf(m, len, "allreduce #%u of %s: rank %d passes %llu values, "
+			 "rank %d passes %llu", a->call, ta, ra,
+			 (unsigned long long)a->n, rb, (unsigned long long)b->n);
+	else if (a->call != b->call)
+		snprintf(m, len, "allreduce of %s: rank %d is at call #%u, rank %d "
+			 "at #%u (a rank skipped or repeated an allreduce)", ta, ra,
+			 a->call, rb, b->call);
+	else if (a->op != b->op)
+		snprintf(m, len, "allreduce #%u of %s: rank %d asks for %s, rank %d "
+			 "for %s", a->call, ta, ra, a->op ? "avg" : "sum", rb,
+			 b->op ? "avg" : "sum");
+	else
+		snprintf(m, len, "allreduce #%u of %s: rank %d %s lossy compression "
+			 "(GRADWIRE_LOSSY), rank %d %s", a->call, ta, ra,
+			 a->lossy ? "allows" : "does not allow", rb,
+			 b->lossy ? "does" : "does not");
+}
+
+/*
+ * Every rank learns every rank's descriptor (dissemination: in round k this
+ * rank passes what it holds to rank + 2^k; descs[i] is rank - i's), then
+ * compares each with rank 0's, so all ranks report the same difference.
+ * Return: 0, -EINVAL (a difference: c->errmsg says which), or the
+ * transport's error.
+ */
+static int check_call(struct gw_coll *c, uint64_t key, uint64_t n,
+		      enum gw_coll_op op, unsigned lossy)
+{
+	struct call_desc *d;
+	int have = 1, round = 0, rc, r0;
+
+	if (!c->descs) {
+		c->descs = calloc((size_t)c->size, sizeof(*c->descs));
+		if (!c->descs)
+			return -ENOMEM;
+	}
+	d = c->descs;
+	d[0] = (struct call_desc){ .key = key, .n = n, .call = c->calls++,
+				   .op = (uint8_t)op, .lossy = lossy != 0 };
+	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
+		int cnt = dist < c->size - dist ? dist : c->size - dist;
+
+		rc = bytes_step(c, slot_of(ID_CALL, (uint32_t)round),
+				mod(c->rank + dist, c->size), d,
+				mod(c->rank - dist, c->size), d + dist,
+				(size_t)cnt * sizeof(*d));
+		if (rc)
+			return fail(c, rc, "allreduce (call check)", round);
+		have += cnt;
+	}
+	r0 = c->rank;	/* descs[r0] is rank 0's */
+	for (int i = 0; i < c->size; i++) {
+		const struct call_desc *x = &d[mod(r0 - i, c->size)];
+
+		if (i && (x->key != d[r0].key || x->n != d[r0].n ||
+			  x->op != d[r0].op || x->lossy != d[r0].lossy ||
+			  x->call != d[r0].call)) {
+			call_diff(c->errmsg, sizeof(c->errmsg), &d[r0], 0, x, i);
+			c->err = -EINVAL;
+			gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s", c->errmsg);
+			return -EINVAL;
+		}
+	}
+	return have == c->size ? 0 : -EIO;
+}
+
 static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 		     enum gw_coll_op op, unsigned flags);
 
@@ -275,6 +398,12 @@ int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
  * in flight; every rank walks the units in the same order.
  */
 #define WINDOW 8
+/* Values of lossy sends in flight, at most (beyond one): each holds a staged
+ * residual of its length until it completes (conn.h), so a ring of few,
+ * long segments (top-k's, about 1 MiB on the wire each) would otherwise
+ * hold a second copy of its residuals. 32 MiB of floats keeps 8 int8 or
+ * fp16 segments in flight. */
+#define STAGED_MAX (UINT64_C(8) << 20)
 
 struct ring {
 	float *buf;
@@ -383,15 +512,48 @@ static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n,
 	return rc;
 }
 
+/*
+ * Frame buffers. The context keeps one per (peer, slot) and direction, and
+ * every unit has its own slot, so a ring that kept them would hold about
+ * its whole tensor again in frames (0.5x for an exact one on 2 ranks). A
+ * unit's buffers go to the context's pool (gw_ctx_slot_trim()) as soon as
+ * they are idle - a send's once it completed, a receive's once its payload
+ * was passed on - and the units behind it in the window take them from
+ * there: the ring holds about 2 x WINDOW segments in frames, and a training
+ * loop still allocates nothing after its first step.
+ */
+static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
+{
+	gw_ctx_slot_trim(c->ctx, mod(c->rank + (recv ? -1 : 1), c->size),
+			 slot_of(g->id, u), 0);
+}
+
+static int wait_send(struct gw_coll *c, const struct ring *g,
+		     struct gw_ctx_req *sr, uint32_t u)
+{
+	int rc = gw_ctx_waitall(c->ctx, &sr[u], 1);
+
+	if (!rc)
+		trim(c, g, u, 0);
+	if (sr[u].res)	/* see STAGED_MAX */
+		c->staged -= sr[u].n;
+	sr[u].res = NULL;
+	return rc;
+}
+
 static int ring_run(struct gw_coll *c, const struct ring *g)
 {
 	struct gw_ctx_req *rr = c->req, *sr = c->req + g->units;
-	uint32_t posted = 0, swaited = 0, u, back = ((uint32_t)c->size - 1) * g->nseg;
+	uint32_t posted = 0, swaited = 0, rwaited = 0, u;
+	uint32_t back = ((uint32_t)c->size - 1) * g->nseg;
+	uint32_t lag = g->nseg < WINDOW ? g->nseg : WINDOW;
 	int rc = 0;
 
 	memset(c->req, 0, 2 * (size_t)g->units * sizeof(*c->req));
+	c->staged = 0;
 	for (u = 0; u < g->units && !rc; u++) {
-		while (!rc && posted < g->units && posted <= u + WINDOW) {
+		while (!rc && posted < g->units && posted <= u + WINDOW &&
+		       posted < rwaited + 2 * WINDOW) {
 			/* A receive straight into the buffer (recv_flags())
 			 * overwrites what send posted - back read: that send
 			 * must have been posted (it is below u) and left. */
@@ -399,7 +561,7 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 				if (posted - back >= u)
 					break;
 				while (!rc && swaited <= posted - back)
-					rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+					rc = wait_send(c, g, sr, swaited++);
 				if (rc)
 					break;
 			}
@@ -409,14 +571,30 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 		 * steps before; sends may go out of the buffer itself
 		 * (GW_CTX_ZEROCOPY), so that one must have left. */
 		while (!rc && u >= g->nseg + back && swaited <= u - g->nseg - back)
-			rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
-		if (!rc && u >= g->nseg)	/* the segment this send passes on */
-			rc = gw_ctx_waitall(c->ctx, &rr[u - g->nseg], 1);
+			rc = wait_send(c, g, sr, swaited++);
+		/* Receives complete in order: the segment this send passes on
+		 * (u - nseg), and any more than WINDOW behind, so that only
+		 * about 2 x WINDOW are posted (each holds a frame buffer). A
+		 * wait here is on a unit below u, so no rank waits for one that
+		 * waits for it. */
+		while (!rc && u >= lag && rwaited <= u - lag) {
+			rc = gw_ctx_waitall(c->ctx, &rr[rwaited], 1);
+			/* Its frame is needed later only when it is a lossy
+			 * allgather payload that send rwaited + nseg forwards. */
+			if (!rc && !(g->lossy && !unit_rs(c, g, rwaited)))
+				trim(c, g, rwaited, 1);
+			rwaited++;
+		}
 		if (!rc)
 			rc = post_send(c, g, u, &rr[u - (u >= g->nseg ? g->nseg : 0)],
 				       &sr[u]);
-		while (!rc && u + 1 - swaited > WINDOW)
-			rc = gw_ctx_waitall(c->ctx, &sr[swaited++], 1);
+		if (!rc && u >= g->nseg)	/* its payload went on: buffer free */
+			trim(c, g, u - g->nseg, 1);
+		if (!rc && sr[u].res)
+			c->staged += sr[u].n;
+		while (!rc && (u + 1 - swaited > WINDOW ||
+			       (c->staged > STAGED_MAX && swaited < u)))
+			rc = wait_send(c, g, sr, swaited++);
 	}
 	if (rc) {
 		fail(c, rc, unit_rs(c, g, u - 1) ? "allreduce reduce-scatter"
@@ -430,6 +608,10 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 	 * a failure the rest are withdrawn, not waited for one timeout each. */
 	rc = wait_or_abort(c, sr, g->units, 0);
 	rc = wait_or_abort(c, rr, g->units, rc);
+	for (u = 0; u < g->units; u++) {
+		trim(c, g, u, 0);
+		trim(c, g, u, 1);
+	}
 	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
 }
 
@@ -495,13 +677,21 @@ static int agree_links(struct gw_coll *c)
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
  * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks).
+ * segments as in whole chunks). But at most SEG_VALUES_MAX values (16 MiB of
+ * floats, about 1.3 MB of top-k at 1% on the wire): each segment in flight
+ * holds a staged residual, the owner's copy and a codec scratch of its
+ * length, and a ring of a few huge segments has them all in flight at once
+ * (top-k at 1% held 2.3x its tensor in memory that way).
  */
+#define SEG_VALUES_MAX (UINT64_C(4) << 20)
+
 static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 {
 	double bpv = lossy ? c->wire_bpv : sizeof(float);
 	uint64_t seg = (uint64_t)((double)c->seg_bytes / bpv);
 
+	if (c->seg_bytes && seg > SEG_VALUES_MAX)
+		seg = SEG_VALUES_MAX;
 	return c->seg_bytes && !seg ? 1 : seg;
 }
 
@@ -519,6 +709,11 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
 	    (n && !buf))
 		return -EINVAL;
+	if (size > 1) {
+		rc = check_call(c, key, n, op, lossy);
+		if (rc)
+			return rc;
+	}
 	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
 		rc = gw_coll_lowrank_allreduce(c, &c->lowrank,
 					       slot_of(stream_of(c, key), 0), buf, n);

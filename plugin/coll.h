@@ -56,6 +56,12 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
  * keeping its contents (realloc). Return: 0 or -ENOMEM (*p unchanged). */
 int gw_coll_grow(void **p, size_t *cap, size_t bytes);
 
+/**
+ * gw_coll_error() - the first failure's message (e.g. which ranks disagree
+ * on an allreduce, and how), or NULL when nothing failed.
+ */
+const char *gw_coll_error(const struct gw_coll *c);
+
 /** gw_coll_barrier() - dissemination barrier with zero-length messages. */
 int gw_coll_barrier(struct gw_coll *c);
 

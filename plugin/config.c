@@ -322,4 +322,7 @@ void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 	out->mac_mode = cfg->mac;
 	out->mac_key_file = cfg->mac_key_file;
 	out->mac_algs = cfg->mac_algs;
+	/* What the collectives (coll.c) assume equal on every rank. */
+	gw_ctx_cfg_agree(out, "GRADWIRE_MIN_COMPRESS_BYTES", cfg->min_compress_bytes);
+	gw_ctx_cfg_agree(out, "GRADWIRE_SEGMENT_BYTES", cfg->segment_bytes);
 }

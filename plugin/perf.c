@@ -54,7 +54,58 @@ struct opts {
 
 struct rank_info {
 	uint64_t hash, raw, wire;
+	int64_t extra;		/* peak resident bytes beyond rss0 and the buffers */
+	uint64_t state;		/* error feedback and codec state held */
+	double slope;		/* resident bytes per call over the last 3/4 */
 };
+
+/* Least-squares slope of y[from..n) against the call index. */
+static double slope_of(const double *y, int from, int n)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, k = n - from;
+
+	if (k < 2)
+		return 0;
+	for (int i = from; i < n; i++) {
+		sx += i;
+		sy += y[i];
+		sxx += (double)i * i;
+		sxy += (double)i * y[i];
+	}
+	return (k * sxy - sx * sy) / (k * sxx - sx * sx);
+}
+
+/* A field of /proc/self/status ("VmRSS", "VmHWM") in bytes, or -1. */
+static int64_t proc_status(const char *key)
+{
+	char line[256];
+	size_t kl = strlen(key);
+	long long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ':') {
+			kb = atoll(line + kl + 1);
+			break;
+		}
+	fclose(f);
+	return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+/* Start a new peak (VmHWM) at the current resident size. */
+static void peak_reset(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+static int64_t rss0;	/* resident bytes once the context is open */
 
 static void usage(FILE *f)
 {
@@ -225,14 +276,20 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		    uint64_t bytes, float *x, float *buf, double *times,
 		    double *all_times, struct rank_info *all)
 {
+	double *rss = all_times;	/* free until the allgather below */
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx), rc, bad = 0;
 	uint64_t n = bytes / sizeof(float), raw0, wire0, raw = 0, wire = 0;
 	struct rank_info me;
-	double err = 0, t, med, algbw, busbw;
+	double err = 0, t, med, algbw, busbw, overhead;
+	int64_t extra = INT64_MIN;
+	uint64_t state = 0;
+	double slope = 0;
 	bool identical = true;
 
 	fill(x, n, rank);
+	memcpy(buf, x, n * sizeof(float));
+	peak_reset();
 	for (int i = 0; i < o->warmup; i++) {
 		memcpy(buf, x, n * sizeof(float));
 		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
@@ -246,8 +303,11 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	if (rc)
 		return rc;
 	me.hash = hash_of(buf, n * sizeof(float));
+	/* Peak memory: over the calls, not rank 0's reference sum below. */
+	me.extra = proc_status("VmHWM");
 	if (rank == 0)
 		err = rel_err(buf, n, size);
+	peak_reset();
 	sum_stats(ctx, &raw0, &wire0);
 	for (int i = 0; i < o->iters; i++) {
 		memcpy(buf, x, n * sizeof(float));
@@ -259,7 +319,15 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		if (rc)
 			return rc;
 		times[i] = now_s() - t;
+		rss[i] = (double)proc_status("VmRSS");	/* outside the timing */
 	}
+	me.slope = slope_of(rss, o->iters / 4, o->iters);
+	if (proc_status("VmHWM") > me.extra)
+		me.extra = proc_status("VmHWM");
+	/* Beyond what the context held before any call, and the caller's two
+	 * buffers (the data x and the tensor buf). */
+	me.extra -= rss0 + 2 * (int64_t)bytes;
+	me.state = gw_ctx_residual_bytes(ctx);
 	sum_stats(ctx, &me.raw, &me.wire);
 	me.raw -= raw0;
 	me.wire -= wire0;
@@ -274,7 +342,14 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	for (int r = 0; r < size; r++) {
 		identical &= all[r].hash == all[0].hash;
 		wire += all[r].wire;
+		if (all[r].extra > extra)
+			extra = all[r].extra;
+		if (all[r].state > state)
+			state = all[r].state;
+		if (fabs(all[r].slope) > fabs(slope))
+			slope = all[r].slope;
 	}
+	overhead = bytes ? (double)extra / (double)bytes : 0;
 	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
 	for (int i = 0; i < o->iters; i++) {	/* the slowest rank's time */
 		times[i] = 0;
@@ -291,16 +366,25 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	if (o->json) {
 		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"algbw_gbps\": %.4f, "
 		       "\"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, \"rel_err\": %.3e, "
-		       "\"identical\": %s, \"codec\": ", (unsigned long long)bytes,
-		       med * 1e6, algbw, busbw, wire ? (double)raw / (double)wire : 1.0,
-		       err, identical ? "true" : "false");
-		json_str(codec);
-		printf(", \"ranks\": %d}\n", size);
-	} else {
-		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s  %s%s\n",
+		       "\"identical\": %s, \"overhead_ratio\": %.3f, "
+		       "\"codec_state_bytes\": %llu, \"rss_slope_bytes_per_call\": %.1f, "
+		       "\"codec\": ",
 		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
 		       wire ? (double)raw / (double)wire : 1.0, err,
-		       identical ? "yes" : "NO", codec, bad ? "  <- WRONG" : "");
+		       identical ? "true" : "false", overhead,
+		       (unsigned long long)state, slope);
+		json_str(codec);
+		printf(", \"ranks\": %d, \"overhead_ratio_ranks\": [", size);
+		for (int r = 0; r < size; r++)
+			printf("%s%.3f", r ? ", " : "", bytes ? (double)all[r].extra /
+			       (double)bytes : 0.0);
+		printf("]}\n");
+	} else {
+		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
+		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
+		       wire ? (double)raw / (double)wire : 1.0, err,
+		       identical ? "yes" : "NO", overhead, (double)state / (1 << 20),
+		       codec, bad ? "  <- WRONG" : "");
 	}
 	fflush(stdout);
 	fprintf(stderr, "gradwire-perf: %llu bytes done\n", (unsigned long long)bytes);
@@ -339,6 +423,10 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		cc.codec = cc.codec_local = o->codec;
 	if (o->min_compress >= 0)
 		cc.min_compress_bytes = (uint64_t)o->min_compress;
+	if (o->segment >= 0)
+		cfg.segment_bytes = (uint64_t)o->segment;
+	gw_ctx_cfg_agree(&cc, "GRADWIRE_MIN_COMPRESS_BYTES", cc.min_compress_bytes);
+	gw_ctx_cfg_agree(&cc, "GRADWIRE_SEGMENT_BYTES", cfg.segment_bytes);
 	rc = gw_store_file_create(dir, &st);
 	if (rc) {
 		fprintf(stderr, "gradwire-perf: store %s: %s\n", dir, gw_strerror(rc));
@@ -350,17 +438,19 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 			gw_strerror(rc));
 		goto out;
 	}
+	if (cfg.stats)	/* GRADWIRE_STATS=1: counters at exit (scripts/soak) */
+		gw_ctx_stats_at_exit(ctx, stderr);
 	rc = gw_coll_create(ctx, &c);
 	if (rc)
 		goto out;
-	gw_coll_set_segment(c, o->segment >= 0 ? (uint64_t)o->segment
-					       : cfg.segment_bytes);
+	gw_coll_set_segment(c, cfg.segment_bytes);
 	/* What was negotiated with the next rank (all the same here). */
 	snprintf(codec, sizeof(codec), "%s", cc.codec ? cc.codec : "none");
 	if (size > 1 && !gw_ctx_stats(ctx, (rank + 1) % size, &s))
 		snprintf(codec, sizeof(codec), "%s", s.codec);
 	x = malloc(o->maxb + 4);
 	buf = malloc(o->maxb + 4);
+	rss0 = proc_status("VmRSS");
 	times = calloc((size_t)o->iters, sizeof(double));
 	all_times = calloc((size_t)o->iters * (size_t)size, sizeof(double));
 	all = calloc((size_t)size, sizeof(*all));
@@ -374,9 +464,9 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		       cc.tp.provider ? cc.tp.provider : "(default)",
 		       cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
-		printf("# %10s %11s %10s %10s %10s %10s %9s  %s\n", "bytes", "time_us",
-		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err",
-		       "identical", "codec");
+		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes",
+		       "time_us", "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err",
+		       "identical", "overhead", "state_MiB", "codec");
 		fflush(stdout);
 	}
 	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {

@@ -679,6 +679,99 @@ static void test_killed(void)
 	rmdir(a.dir);
 }
 
+/* ---- ranks that disagree on an allreduce ------------------------------------ */
+
+struct disagree {
+	const char *what;
+	int odd;		/* the rank that calls differently */
+	uint32_t id, odd_id;	/* tensor ids of the first mismatched call */
+	uint64_t n, odd_n;
+	int op, odd_op;
+	unsigned flags, odd_flags;
+	const char *want;	/* in gw_coll_error() on every rank */
+};
+
+static const struct disagree *disagree_case;
+
+/*
+ * One good lossy allreduce (call #0), then one where rank `odd` passes
+ * another tensor, length, op or flag: every rank - neighbours of the odd one
+ * or not - must fail that call within a second (the timeout is 8 s) with
+ * the same message, and every later call with the same error.
+ */
+static int body_disagree(int rank, int size, const char *dir, void *arg)
+{
+	const struct coll_arg *a = arg;
+	const struct disagree *d = disagree_case;
+	bool odd = rank == d->odd;
+	uint64_t n = odd ? d->odd_n : d->n;
+	float *y = tu_alloc(4 * (d->n > d->odd_n ? d->n : d->odd_n) + 4);
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c = open_coll(a, rank, size, dir, &st, &ctx);
+	int64_t t0;
+	int rc;
+
+	if (!c)
+		return 10;
+	tu_fill(y, d->n, seed_of(rank, d->n, 0));
+	if (gw_coll_allreduce_id(c, d->id, y, d->n, GW_COLL_SUM, GW_CTX_LOSSY))
+		return 11;
+	t0 = gw_now_ms();
+	rc = gw_coll_allreduce_id(c, odd ? d->odd_id : d->id, y, n,
+				  odd ? d->odd_op : d->op,
+				  odd ? d->odd_flags : d->flags);
+	if (rc != -EINVAL) {
+		fprintf(stderr, "rank %d, %s: %s\n", rank, d->what, gw_strerror(rc));
+		return 12;
+	}
+	if (gw_now_ms() - t0 > 1000)
+		return 13;
+	if (!gw_coll_error(c) || !strstr(gw_coll_error(c), d->want)) {
+		fprintf(stderr, "rank %d, %s: '%s', want '%s'\n", rank, d->what,
+			gw_coll_error(c) ? gw_coll_error(c) : "(none)", d->want);
+		return 14;
+	}
+	if (gw_coll_barrier(c) != -EINVAL)
+		return 15;
+	free(y);
+	close_coll(c, ctx, st);
+	return 0;
+}
+
+static void test_disagree(void)
+{
+	static const struct disagree cases[] = {
+		{ "length", 2, 7, 7, 1000, 2000, 0, 0, GW_CTX_LOSSY, GW_CTX_LOSSY,
+		  "allreduce #1 of tensor id 7: rank 0 passes 1000 values, rank 2 "
+		  "passes 2000" },
+		{ "order of ids", 1, 7, 8, 1000, 1000, 0, 0, GW_CTX_LOSSY, GW_CTX_LOSSY,
+		  "allreduce #1: rank 0 reduces tensor id 7 (1000 values), rank 1 "
+		  "tensor id 8 (1000 values): the ranks call allreduce on different "
+		  "tensors or in different orders" },
+		{ "op", 1, 7, 7, 1000, 1000, GW_COLL_SUM, GW_COLL_AVG, GW_CTX_LOSSY,
+		  GW_CTX_LOSSY, "allreduce #1 of tensor id 7: rank 0 asks for sum, "
+		  "rank 1 for avg" },
+		{ "lossy flag", 2, 7, 7, 1000, 1000, 0, 0, GW_CTX_LOSSY, 0,
+		  "allreduce #1 of tensor id 7: rank 0 allows lossy compression "
+		  "(GRADWIRE_LOSSY), rank 2 does not" },
+		{ "odd rank 0", 0, 7, 7, 1000, 999, 0, 0, GW_CTX_LOSSY, GW_CTX_LOSSY,
+		  "allreduce #1 of tensor id 7: rank 0 passes 999 values, rank 1 "
+		  "passes 1000" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		/* 4 ranks: rank 0 is no neighbour of rank 2 in the ring. */
+		struct coll_arg a = { .codec = "int8", .kill_rank = -1 };
+
+		disagree_case = &cases[i];
+		run(4, 30, body_disagree, &a);
+		/* 2 ranks (the odd one must be one of them). */
+		if (cases[i].odd < 2)
+			run(2, 30, body_disagree, &a);
+	}
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
@@ -690,6 +783,7 @@ int main(void)
 		{ "error feedback across calls", test_feedback },
 		{ "allreduce powersgd: linear form, 2 and 4 ranks", test_lowrank },
 		{ "rank killed mid-collective", test_killed },
+		{ "ranks that disagree on an allreduce fail at once", test_disagree },
 		CU_TEST_INFO_NULL,
 	};
 	tp_pin_loopback();

@@ -35,6 +35,7 @@ struct conn_arg {
 	bool fallback;
 	uint64_t host[8];	/* per rank host id (0: the real one) */
 	uint16_t version[8];
+	uint64_t seg_r[8];	/* per rank GRADWIRE_SEGMENT_BYTES to agree on (0: none) */
 	uint64_t sizes[8];
 	int nsizes, steps;
 	int want_rc;		/* gw_ctx_create's expected result */
@@ -60,6 +61,10 @@ static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 	c.host_id = a->host[rank] ? a->host[rank] : (uint64_t)(rank + 1) * 1000;
 	c.hs_version = a->version[rank];
 	c.min_compress_bytes = 4096;
+	if (a->seg_r[rank]) {
+		gw_ctx_cfg_agree(&c, "GRADWIRE_MIN_COMPRESS_BYTES", c.min_compress_bytes);
+		gw_ctx_cfg_agree(&c, "GRADWIRE_SEGMENT_BYTES", a->seg_r[rank]);
+	}
 	return c;
 }
 
@@ -339,9 +344,26 @@ static void test_negotiation(void)
 	run(2, 30, body_negotiate, &a, 0);
 
 	/* Version skew: rank 1 speaks a newer protocol. */
-	a = (struct conn_arg){ .codec = "fp16", .version = { 0, 2 }, .kill_rank = -1,
+	a = (struct conn_arg){ .codec = "fp16", .version = { 0, GW_HS_VERSION + 1 },
+			       .kill_rank = -1,
 			       .want_rc = -EPROTONOSUPPORT, .want_err = "version skew" };
 	run(2, 30, body_negotiate, &a, 0);
+
+	/* Values the collectives assume equal: a difference fails every
+	 * rank's context, naming the variable and both values. */
+	a = (struct conn_arg){ .codec = "fp16", .seg_r = { 1 << 20, 65536 },
+			       .kill_rank = -1, .want_rc = -EINVAL,
+			       .want_err = "GRADWIRE_SEGMENT_BYTES differs: rank 0 has "
+					   "1048576, rank 1 has 65536" };
+	run(2, 30, body_negotiate, &a, 0);
+	a = (struct conn_arg){ .codec = "fp16", .seg_r = { 4096, 4096, 8192 },
+			       .kill_rank = -1, .want_rc = -EINVAL,
+			       .want_err = "rank 2 has 8192 (every rank must set the same)" };
+	run(3, 30, body_negotiate, &a, 0);
+	/* Equal values connect. */
+	a = (struct conn_arg){ .codec = "none", .seg_r = { 4096, 4096, 4096 },
+			       .kill_rank = -1, .want_rc = 0 };
+	run(3, 30, body_negotiate, &a, 0x0);
 
 	/* A key file others can read is refused before anything is sent. */
 	chmod(k1, 0644);
@@ -703,7 +725,9 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		gw_store_set(st, "test/host/1", &host, sizeof(host));
 		for (size_t i = 0; i < sizeof(junk); i++)
 			junk[i] = (uint8_t)(i * 37 + 1);
-		memcpy(junk, "GWH1\x01\x00", 6);	/* magic and version, then nonsense */
+		/* magic and this version (GW_HS_VERSION), then nonsense */
+		_Static_assert(GW_HS_VERSION == 2, "the junk speaks version 2");
+		memcpy(junk, "GWH1\x02\x00", 6);
 		/* Round one: take rank 0's HELLO, answer with garbage. */
 		if (gw_tp_irecv_kind(tp, GW_TP_KIND_CTRL, 0, 0, 0, in, sizeof(in), &rr) ||
 		    gw_tp_isend_kind(tp, GW_TP_KIND_CTRL, 0, 0, 0, junk, sizeof(junk), &sr))

@@ -193,14 +193,93 @@ static void test_version_skew(void)
 
 	mk(&a, 0, "fp16", GW_MAC_OFF, NULL, 0, 1);
 	mk(&b, 1, "fp16", GW_MAC_OFF, NULL, 0, 2);
-	b.raw[4] = 2;					/* a newer peer */
+	b.raw[4] = GW_HS_VERSION + 1;					/* a newer peer */
 	CU_ASSERT_EQUAL(gw_hs_hello_parse(b.raw, b.len, &h), -EPROTONOSUPPORT);
-	CU_ASSERT_EQUAL(h.version, 2);
+	CU_ASSERT_EQUAL(h.version, GW_HS_VERSION + 1);
 	CU_ASSERT_EQUAL(h.rank, 1);
-	b.h.version = 2;
+	b.h.version = GW_HS_VERSION + 1;
 	CU_ASSERT_EQUAL(gw_hs_decide(&a.h, a.raw, a.len, &b.h, b.raw, b.len, NULL,
 				     &ra, err, sizeof(err)), -EPROTONOSUPPORT);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 1 speaks 2"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 1 speaks 3"));
+}
+
+/* Build a HELLO of rank `rank` that lists agreed values, parsed back. */
+static void mk_agree(struct side *s, uint32_t rank, const char *const *names,
+		     const uint64_t *values, int n)
+{
+	struct gw_hs_hello h = { 0 };
+	char err[256];
+	ssize_t len;
+
+	CU_ASSERT_FATAL(gw_codec_list_parse("fp16", h.codecs, GW_HS_MAX_CODECS, err,
+					    sizeof(err)) == 1);
+	h.ncodecs = 1;
+	h.version = GW_HS_VERSION;
+	h.rank = rank;
+	h.size = 4;
+	h.host_id = rank + 1;
+	h.nagree = (uint8_t)n;
+	for (int i = 0; i < n; i++) {
+		snprintf(h.agree[i].name, sizeof(h.agree[i].name), "%s", names[i]);
+		h.agree[i].value = values[i];
+	}
+	len = gw_hs_hello_build(&h, s->raw, sizeof(s->raw));
+	CU_ASSERT_FATAL(len > 0);
+	s->len = (size_t)len;
+	CU_ASSERT_EQUAL_FATAL(gw_hs_hello_parse(s->raw, s->len, &s->h), 0);
+	s->psk = NULL;
+}
+
+static void test_agreed_values(void)
+{
+	static const char *const names[] = { "GRADWIRE_MIN_COMPRESS_BYTES",
+					     "GRADWIRE_SEGMENT_BYTES" };
+	const uint64_t same[] = { 65536, 1 << 20 }, other[] = { 65536, 1 << 16 };
+	struct gw_hs_result ra, rb;
+	struct side a, b;
+	char err[512];
+
+	mk_agree(&a, 0, names, same, 2);
+	CU_ASSERT_EQUAL(a.h.nagree, 2);
+	CU_ASSERT_STRING_EQUAL(a.h.agree[1].name, "GRADWIRE_SEGMENT_BYTES");
+	CU_ASSERT_EQUAL(a.h.agree[1].value, 1 << 20);
+	mk_agree(&b, 1, names, same, 2);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
+
+	/* Different values: both sides name the variable and both values. */
+	mk_agree(&b, 1, names, other, 2);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "GRADWIRE_SEGMENT_BYTES differs: rank 0 "
+				      "has 1048576, rank 1 has 65536"));
+	/* One side does not list a value at all. */
+	mk_agree(&b, 1, names, same, 1);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "GRADWIRE_SEGMENT_BYTES: rank 0 sets "
+				      "1048576, rank 1 does not know it"));
+
+	/* Hostile: a name with a byte outside [A-Z0-9_], a duplicate name,
+	 * a count past the maximum, a value cut short. */
+	mk_agree(&a, 0, names, same, 2);
+	{
+		uint8_t raw[GW_HS_HELLO_MAX];
+		struct gw_hs_hello h;
+		size_t at = a.len - 2 * (1 + 8) - strlen(names[0]) - strlen(names[1]) - 1;
+
+		CU_ASSERT_EQUAL_FATAL(a.raw[at], 2);	/* nagree */
+		memcpy(raw, a.raw, a.len);
+		raw[at + 2] = 'r';
+		CU_ASSERT_EQUAL(gw_hs_hello_parse(raw, a.len, &h), -EBADMSG);
+		memcpy(raw, a.raw, a.len);
+		raw[at] = GW_HS_MAX_AGREE + 1;
+		CU_ASSERT_EQUAL(gw_hs_hello_parse(raw, a.len, &h), -EBADMSG);
+		CU_ASSERT_EQUAL(gw_hs_hello_parse(a.raw, a.len - 1, &h), -EBADMSG);
+		/* the same name twice */
+		h = a.h;
+		h.agree[1] = h.agree[0];
+		CU_ASSERT_FATAL(gw_hs_hello_build(&h, raw, sizeof(raw)) > 0);
+		CU_ASSERT_EQUAL(gw_hs_hello_parse(raw, (size_t)gw_hs_hello_build(
+			&h, raw, sizeof(raw)), &h), -EBADMSG);
+	}
 }
 
 static void test_refusal(void)
@@ -264,6 +343,7 @@ int main(void)
 		{ "local vs remote lists", test_local_lists },
 		{ "MAC required/optional/off, algorithm, wrong key", test_mac_matrix },
 		{ "version skew", test_version_skew },
+		{ "values every rank must share", test_agreed_values },
 		{ "refusal carries the reason", test_refusal },
 		{ "hostile HELLO", test_hostile_hello },
 		CU_TEST_INFO_NULL,

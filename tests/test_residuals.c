@@ -36,6 +36,7 @@ static void test_stage_commit_abort(void)
 	CU_ASSERT_EQUAL(e->res.buf[3], 0.0f);
 
 	/* Send 1 fails: the residual stays zero, nothing was lost. */
+	CU_ASSERT_EQUAL_FATAL(gw_rs_stage(e), 0);
 	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8,
 				    out, sizeof(out)) > 0);
 	e->pending = 1;
@@ -44,7 +45,13 @@ static void test_stage_commit_abort(void)
 	gw_rs_abort(e);
 	CU_ASSERT_EQUAL(e->res.buf[0], 0.0f);
 
+	/* The abort gave the staging buffer back: the next send borrows it
+	 * (and nothing more is held while no send is pending). */
+	CU_ASSERT_PTR_NULL(e->staged);
+	CU_ASSERT_EQUAL(gw_rs_bytes(rs), sizeof(*e) + 2 * 8 * sizeof(float) + e->state_len);
+
 	/* Send 2 completes: the unsent values become the residual. */
+	CU_ASSERT_EQUAL_FATAL(gw_rs_stage(e), 0);
 	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8,
 				    out, sizeof(out)) > 0);
 	e->pending = 1;
@@ -53,6 +60,7 @@ static void test_stage_commit_abort(void)
 	CU_ASSERT_EQUAL(e->res.buf[0], 1.0f);
 	CU_ASSERT_EQUAL(e->res.buf[1], 0.0f);
 	CU_ASSERT_EQUAL(e->res.buf[7], 5.0f);
+	CU_ASSERT_PTR_NULL(e->staged);	/* the old residual is a spare now */
 
 	/* Same key, same shape: the same entry. Another slot: another one. */
 	CU_ASSERT_EQUAL(gw_rs_get(rs, 1, 0, 8, &c, &e2, &reshaped), 0);
@@ -126,6 +134,13 @@ static void test_checkpoint(void)
 	CU_ASSERT_EQUAL(reshaped, 0);
 	CU_ASSERT_EQUAL(e->res.buf[101], 2101.0f);
 	CU_ASSERT_EQUAL(e->state[0], 3);
+	/* A loaded entry stages and commits through its new store. */
+	CU_ASSERT_PTR_EQUAL(e->rs, rs2);
+	CU_ASSERT_EQUAL(gw_rs_stage(e), 0);
+	e->staged[101] = 7.0f;
+	e->pending = 1;
+	gw_rs_commit(e);
+	CU_ASSERT_EQUAL(e->res.buf[101], 7.0f);
 
 	/* Every flipped byte and every truncation is refused, all or nothing. */
 	f = fopen(path, "rb");

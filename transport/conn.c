@@ -241,7 +241,34 @@ static int hello_base(const struct gw_ctx_cfg *cfg, int rank, int size,
 		return -EINVAL;
 	}
 	h->mac_mode = (uint8_t)cfg->mac_mode;
+	if (cfg->nagree > GW_HS_MAX_AGREE)
+		return -EINVAL;
+	h->nagree = cfg->nagree;
+	memcpy(h->agree, cfg->agree, sizeof(h->agree));
 	return parse_algs(cfg->mac_algs, h, err, errlen);
+}
+
+int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value)
+{
+	size_t len = name ? strlen(name) : 0;
+	uint8_t i;
+
+	if (len < 1 || len > GW_HS_AGREE_NAME_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < len; k++)
+		if (!((name[k] >= 'A' && name[k] <= 'Z') ||
+		      (name[k] >= '0' && name[k] <= '9') || name[k] == '_'))
+			return -EINVAL;
+	for (i = 0; i < cfg->nagree; i++)
+		if (!strcmp(cfg->agree[i].name, name))
+			break;
+	if (i == GW_HS_MAX_AGREE)
+		return -ENOSPC;
+	memcpy(cfg->agree[i].name, name, len + 1);
+	cfg->agree[i].value = value;
+	if (i == cfg->nagree)
+		cfg->nagree++;
+	return 0;
 }
 
 static int codec_list(const char *list, struct gw_hs_hello *h, const char *what,
@@ -720,6 +747,8 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	if (r->lossy) {
 		rc = gw_rs_get(ctx->rs, (uint32_t)peer, slot, n, codec, &e, &reshaped);
 		if (!rc)
+			rc = gw_rs_stage(e);
+		if (!rc)
 			rc = scratch_reserve(ctx, gw_codec_scratch_size(codec, n));
 		if (rc)
 			return rc;
@@ -1194,6 +1223,11 @@ int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path)
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path)
 {
 	return gw_rs_load(ctx->rs, path);
+}
+
+uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx)
+{
+	return gw_rs_bytes(ctx->rs);
 }
 
 void gw_ctx_residuals_reset(struct gw_ctx *ctx)

@@ -41,7 +41,20 @@ struct gw_ctx_cfg {
 	uint64_t min_compress_bytes;	/* smaller tensors always travel exactly */
 	uint64_t host_id;	/* 0: derived from the host name */
 	uint16_t hs_version;	/* 0: GW_HS_VERSION (tests simulate skew) */
+	/* Values every rank must set alike (the collectives assume them equal):
+	 * they travel in HELLO and a difference fails gw_ctx_create() on every
+	 * rank, naming the value and both settings (gw_ctx_cfg_agree()). */
+	uint8_t nagree;
+	struct gw_hs_agree agree[GW_HS_MAX_AGREE];
 };
+
+/**
+ * gw_ctx_cfg_agree() - add (or replace) the value called name (upper case,
+ * digits and '_', at most GW_HS_AGREE_NAME_MAX characters; a GRADWIRE_*
+ * variable's name, so the message says what to fix) to cfg's list of values
+ * every rank must share. Return: 0, -EINVAL (bad name), -ENOSPC (list full).
+ */
+int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value);
 
 /** struct gw_conn_stats - one connection's counters. */
 struct gw_conn_stats {
@@ -227,6 +240,10 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
  */
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
 			const struct gw_codec *c, struct gw_rs_entry **e);
+
+/** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
+ * held (every peer's and slot's residual, staged residual and state). */
+uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx);
 
 /** Residual checkpointing (all peers and slots of this rank). */
 int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path);

@@ -8,7 +8,9 @@
  * 24  u8 MAC mode  25  u8 nalgs (<= 4)  26  u8 ncodecs (1..8)  27  u8 0
  * 28  nonce[32]
  * 60  algs[nalgs] (enum gw_mac_alg, preferred first)
- *     ncodecs x { u8 wire id, u8 len (1..127), spec[len] }   (nothing after)
+ *     ncodecs x { u8 wire id, u8 len (1..127), spec[len] }
+ *     u8 nagree (<= 8), nagree x { u8 len (1..47), name[len] ([A-Z0-9_]),
+ *                                  u64 value }   (nothing after)
  *
  * FINISHED:
  *  0  u32 magic "GWFN"  4  u16 version  6  i16 status (0 or -errno)
@@ -17,6 +19,10 @@
  * 40  u16 message length (<= 255, 0 unless status != 0)  42  message
  *
  * The rule (both sides compute it from the two HELLOs):
+ *  - agreed values: every name either side lists must be listed by both with
+ *    the same value (what the collectives assume equal on every rank, e.g.
+ *    GRADWIRE_SEGMENT_BYTES); else the connection fails naming the variable
+ *    and both values;
  *  - codec: the first codec of the LOWER rank's list whose name the higher
  *    rank also lists, with the lower rank's parameters; none in common: `none`
  *    if both allow fallback, else the connection fails;
@@ -78,7 +84,29 @@ ssize_t gw_hs_hello_build(const struct gw_hs_hello *h, uint8_t *buf, size_t cap)
 		memcpy(buf + o + 2, spec, (size_t)len);
 		o += 2 + (size_t)len;
 	}
+	if (h->nagree > GW_HS_MAX_AGREE)
+		return -EINVAL;
+	buf[o++] = h->nagree;
+	for (int i = 0; i < h->nagree; i++) {
+		size_t nl = strnlen(h->agree[i].name, GW_HS_AGREE_NAME_MAX + 1);
+
+		if (nl < 1 || nl > GW_HS_AGREE_NAME_MAX)
+			return -EINVAL;
+		buf[o] = (uint8_t)nl;
+		memcpy(buf + o + 1, h->agree[i].name, nl);
+		put64(buf + o + 1 + nl, h->agree[i].value);
+		o += 1 + nl + 8;
+	}
 	return (ssize_t)o;
+}
+
+static bool agree_name_ok(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+		      s[i] == '_'))
+			return false;
+	return len > 0;
 }
 
 int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
@@ -138,6 +166,27 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
 		}
 		o += 2 + sl;
 	}
+	if (len - o < 1 || buf[o] > GW_HS_MAX_AGREE)
+		return -EBADMSG;
+	h->nagree = buf[o++];
+	for (int i = 0; i < h->nagree; i++) {
+		struct gw_hs_agree *a = &h->agree[i];
+		size_t nl;
+
+		if (len - o < 1)
+			return -EBADMSG;
+		nl = buf[o];
+		if (nl < 1 || nl > GW_HS_AGREE_NAME_MAX || len - o - 1 < nl + 8 ||
+		    !agree_name_ok((const char *)buf + o + 1, nl))
+			return -EBADMSG;
+		memcpy(a->name, buf + o + 1, nl);
+		a->name[nl] = '\0';
+		a->value = get64(buf + o + 1 + nl);
+		for (int j = 0; j < i; j++)
+			if (!strcmp(h->agree[j].name, a->name))
+				return -EBADMSG;
+		o += 1 + nl + 8;
+	}
 	return o == len ? 0 : -EBADMSG;
 }
 
@@ -172,6 +221,43 @@ static int derive(const uint8_t *psk, const uint8_t *salt, const char *label,
 	memcpy(info + o, transcript, 32);
 	return gw_hkdf(psk, GW_MAC_KEY_LEN, salt, 2 * GW_HS_NONCE, info, o + 32,
 		       out, GW_MAC_KEY_LEN);
+}
+
+static const struct gw_hs_agree *find_agree(const struct gw_hs_hello *h,
+					    const char *name)
+{
+	for (int i = 0; i < h->nagree; i++)
+		if (!strcmp(h->agree[i].name, name))
+			return &h->agree[i];
+	return NULL;
+}
+
+/* Every value either side must share: the first difference, in err. */
+static int check_agree(const struct gw_hs_hello *a, const struct gw_hs_hello *b,
+		       char *err, size_t errlen)
+{
+	for (int i = 0; i < a->nagree; i++) {
+		const struct gw_hs_agree *x = &a->agree[i], *y = find_agree(b, x->name);
+
+		if (!y) {
+			snprintf(err, errlen, "%s: rank %u sets %llu, rank %u does "
+				 "not know it (a different gradwire build)", x->name,
+				 a->rank, (unsigned long long)x->value, b->rank);
+			return -EINVAL;
+		}
+		if (x->value != y->value) {
+			const struct gw_hs_agree *lo = a->rank < b->rank ? x : y;
+
+			snprintf(err, errlen, "%s differs: rank %u has %llu, rank %u "
+				 "has %llu (every rank must set the same)", x->name,
+				 a->rank < b->rank ? a->rank : b->rank,
+				 (unsigned long long)lo->value,
+				 a->rank < b->rank ? b->rank : a->rank,
+				 (unsigned long long)(lo == x ? y : x)->value);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 static int has_alg(const struct gw_hs_hello *h, uint8_t alg)
@@ -210,6 +296,14 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 			 "share a host", me->rank, peer->rank);
 		return -EINVAL;
 	}
+
+	/* Values every rank must share (lower rank's list first, so both
+	 * sides name the same difference). */
+	rc = check_agree(lo, hi, err, errlen);
+	if (!rc)
+		rc = check_agree(hi, lo, err, errlen);
+	if (rc)
+		return rc;
 
 	/* Codec: the lower rank's preference order. */
 	for (int i = 0; i < lo->ncodecs && !r->codec.ops; i++)

@@ -17,12 +17,15 @@
 #include "gradwire/codec.h"
 #include "mac.h"
 
-#define GW_HS_VERSION 1
+#define GW_HS_VERSION 2
 #define GW_HS_NONCE 32
 #define GW_HS_MAX_CODECS 8
 #define GW_HS_MAX_ALGS 4
 #define GW_HS_SPEC_MAX 127
-#define GW_HS_HELLO_MAX (60 + GW_HS_MAX_ALGS + GW_HS_MAX_CODECS * (2 + GW_HS_SPEC_MAX))
+#define GW_HS_MAX_AGREE 8	/* values every rank must share */
+#define GW_HS_AGREE_NAME_MAX 47
+#define GW_HS_HELLO_MAX (60 + GW_HS_MAX_ALGS + GW_HS_MAX_CODECS * (2 + GW_HS_SPEC_MAX) + \
+			 1 + GW_HS_MAX_AGREE * (1 + GW_HS_AGREE_NAME_MAX + 8))
 #define GW_HS_FINISHED_MAX (42 + 255)
 
 enum gw_mac_mode {
@@ -35,6 +38,16 @@ enum gw_mac_mode {
 #define GW_HS_F_FALLBACK 0x2u	/* it accepts `none` when no codec is common */
 #define GW_HS_F_LOCAL 0x4u	/* it believes the peer is on its host */
 #define GW_HS_F_KNOWN 0x7u
+
+/**
+ * struct gw_hs_agree - a value every rank of the job must set alike (the
+ * layer above names it, e.g. "GRADWIRE_SEGMENT_BYTES"): both HELLOs carry
+ * it, and a difference fails the connection naming it and both values.
+ */
+struct gw_hs_agree {
+	char name[GW_HS_AGREE_NAME_MAX + 1];
+	uint64_t value;
+};
 
 /** struct gw_hs_hello - one side's HELLO, as built or as parsed. */
 struct gw_hs_hello {
@@ -49,6 +62,8 @@ struct gw_hs_hello {
 	struct gw_codec codecs[GW_HS_MAX_CODECS];
 	char list[GW_HS_MAX_CODECS * (GW_HS_SPEC_MAX + 1) + 1];	/* as sent */
 	uint8_t nonce[GW_HS_NONCE];
+	uint8_t nagree;
+	struct gw_hs_agree agree[GW_HS_MAX_AGREE];
 };
 
 /** struct gw_hs_result - what both sides agreed on. */

@@ -23,10 +23,58 @@
 #define RS_VERSION 1
 #define RS_STATE_MAX (1u << 28)	/* PowerSGD keeps Q: cols x rank floats */
 
+#define RS_SPARE_MAX 16	/* spare staging buffers kept (a ring has 8 sends in flight) */
+#define RS_SPARE_BYTES ((uint64_t)32 << 20)	/* ... and their bytes at most */
+
 struct gw_rs {
 	struct gw_map map;	/* (peer << 32 | slot) -> struct gw_rs_entry */
 	uint64_t resets;
+	struct spare {
+		float *buf;
+		uint64_t n;
+	} spare[RS_SPARE_MAX];	/* oldest first */
+	unsigned nspare;
+	uint64_t spare_bytes;
 };
+
+/* Keep buf (n values) as a spare, dropping the oldest ones while there are
+ * too many or they hold too much; one larger than the budget is freed. */
+static void spare_put(struct gw_rs *rs, float *buf, uint64_t n)
+{
+	uint64_t bytes = n * sizeof(float);
+
+	if (!buf)
+		return;
+	if (bytes > RS_SPARE_BYTES) {
+		free(buf);
+		return;
+	}
+	while (rs->nspare == RS_SPARE_MAX || rs->spare_bytes + bytes > RS_SPARE_BYTES) {
+		free(rs->spare[0].buf);
+		rs->spare_bytes -= rs->spare[0].n * sizeof(float);
+		memmove(rs->spare, rs->spare + 1, (rs->nspare - 1) * sizeof(rs->spare[0]));
+		rs->nspare--;
+	}
+	rs->spare[rs->nspare++] = (struct spare){ buf, n };
+	rs->spare_bytes += bytes;
+}
+
+/* A spare of exactly n values (the newest), or NULL. */
+static float *spare_take(struct gw_rs *rs, uint64_t n)
+{
+	for (unsigned i = rs->nspare; i-- > 0;) {
+		float *b = rs->spare[i].buf;
+
+		if (rs->spare[i].n != n)
+			continue;
+		memmove(rs->spare + i, rs->spare + i + 1,
+			(rs->nspare - i - 1) * sizeof(rs->spare[0]));
+		rs->nspare--;
+		rs->spare_bytes -= n * sizeof(float);
+		return b;
+	}
+	return NULL;
+}
 
 #define KEY(peer, slot) ((uint64_t)(peer) << 32 | (slot))
 #define FOR_EACH(rs, e)                                                   \
@@ -65,6 +113,8 @@ void gw_rs_destroy(struct gw_rs *rs)
 		return;
 	FOR_EACH(rs, e)
 		entry_free(e);
+	for (unsigned i = 0; i < rs->nspare; i++)
+		free(rs->spare[i].buf);
 	gw_map_fini(&rs->map);
 	free(rs);
 }
@@ -82,28 +132,22 @@ static int any_pending(struct gw_rs *rs)
 /* Give e room for n values and state_len bytes of state, all zero. */
 static int shape(struct gw_rs_entry *e, uint64_t n, size_t state_len, uint8_t id)
 {
-	float *staged = NULL;
 	uint8_t *state = NULL;
 	int rc;
 
 	if (n > SIZE_MAX / sizeof(float) || state_len > RS_STATE_MAX)
 		return -EINVAL;
-	if (n && !(staged = malloc((size_t)n * sizeof(float))))
+	if (state_len && !(state = calloc(1, state_len)))
 		return -ENOMEM;
-	if (state_len && !(state = calloc(1, state_len))) {
-		free(staged);
-		return -ENOMEM;
-	}
 	rc = gw_residual_prepare(&e->res, n);
 	if (rc < 0) {
-		free(staged);
 		free(state);
 		return rc;
 	}
 	gw_residual_reset(&e->res);
-	free(e->staged);
+	free(e->staged);	/* of the old shape (nothing is pending) */
 	free(e->state);
-	e->staged = staged;
+	e->staged = NULL;
 	e->state = state;
 	e->state_len = state_len;
 	e->codec_id = id;
@@ -122,7 +166,7 @@ int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 		return -EINVAL;
 	e = gw_map_get(&rs->map, KEY(peer, slot));
 	if (e && e->res.n == n && e->codec_id == c->ops->id &&
-	    e->state_len == state_len && (e->staged || !n)) {
+	    e->state_len == state_len && (e->res.buf || !n)) {
 		*out = e;
 		return 0;
 	}
@@ -132,6 +176,7 @@ int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
+		e->rs = rs;
 		e->peer = peer;
 		e->slot = slot;
 		rc = shape(e, n, state_len, c->ops->id);
@@ -152,6 +197,16 @@ int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 	return 0;
 }
 
+int gw_rs_stage(struct gw_rs_entry *e)
+{
+	if (e->staged || !e->res.n)
+		return 0;
+	e->staged = spare_take(e->rs, e->res.n);
+	if (!e->staged)
+		e->staged = malloc((size_t)e->res.n * sizeof(float));
+	return e->staged ? 0 : -ENOMEM;
+}
+
 void gw_rs_commit(struct gw_rs_entry *e)
 {
 	float *t = e->res.buf;
@@ -159,13 +214,18 @@ void gw_rs_commit(struct gw_rs_entry *e)
 	if (!e->pending)
 		return;
 	e->res.buf = e->staged;
-	e->staged = t;
+	e->staged = NULL;
 	e->pending = 0;
+	spare_put(e->rs, t, e->res.n);
 }
 
 void gw_rs_abort(struct gw_rs_entry *e)
 {
+	if (!e->pending)
+		return;
 	e->pending = 0;
+	spare_put(e->rs, e->staged, e->res.n);
+	e->staged = NULL;
 }
 
 void gw_rs_reset(struct gw_rs *rs)
@@ -177,6 +237,19 @@ void gw_rs_reset(struct gw_rs *rs)
 		if (e->state_len)
 			memset(e->state, 0, e->state_len);
 	}
+}
+
+uint64_t gw_rs_bytes(const struct gw_rs *rs)
+{
+	const struct gw_rs_entry *e;
+	uint64_t b = 0;
+
+	FOR_EACH(rs, e)
+		b += sizeof(*e) + e->res.n * sizeof(float) * (e->staged ? 2 : 1) +
+		     e->state_len;
+	for (unsigned i = 0; i < rs->nspare; i++)
+		b += rs->spare[i].n * sizeof(float);
+	return b;
 }
 
 size_t gw_rs_count(const struct gw_rs *rs)
@@ -351,10 +424,13 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 	rc = r.left ? -EBADMSG : 0;
 	if (!rc) {	/* swap the contents in: all or nothing */
 		struct gw_rs t = *rs;
+		struct gw_rs_entry *e;
 
 		*rs = *fresh;
 		rs->resets = t.resets;
 		*fresh = t;
+		FOR_EACH(rs, e)	/* the entries now belong to rs */
+			e->rs = rs;
 	}
 out:
 	gw_rs_destroy(fresh);

@@ -2,10 +2,13 @@
 /*
  * residuals.h - error-feedback state per (peer, slot).
  *
- * Each entry owns the committed residual, a staging buffer for the residual
- * that the in-flight send will leave behind, and the codec's per-stream state
- * (step counters). gw_rs_commit() swaps the staged residual in when the send
- * completed; gw_rs_abort() drops it, so a failed send loses no gradient mass.
+ * Each entry owns the committed residual and the codec's per-stream state
+ * (step counters). A send borrows a staging buffer for the residual it will
+ * leave behind (gw_rs_stage()); gw_rs_commit() swaps it in when the send
+ * completed, gw_rs_abort() drops it, so a failed send loses no gradient
+ * mass. Either way the spare buffer goes back to the store's few spares
+ * (RS_SPARE_MAX, by exact length), so staging costs memory only for the
+ * sends in flight, not a second copy of every residual.
  */
 #ifndef GW_RESIDUALS_H
 #define GW_RESIDUALS_H
@@ -16,9 +19,11 @@
 struct gw_rs;
 
 struct gw_rs_entry {
+	struct gw_rs *rs;	/* the store, for its spare buffers */
 	uint32_t peer, slot;
 	struct gw_residual res;	/* committed */
-	float *staged;		/* res.n values: what the pending send leaves */
+	float *staged;		/* res.n values: what the pending send leaves
+				 * (NULL unless gw_rs_stage() lent one) */
 	uint8_t *state;		/* codec state, state_len bytes */
 	size_t state_len;
 	uint8_t codec_id;	/* the codec the state belongs to */
@@ -38,6 +43,12 @@ void gw_rs_destroy(struct gw_rs *rs);
 int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 	      const struct gw_codec *c, struct gw_rs_entry **e, int *reshaped);
 
+/**
+ * gw_rs_stage() - lend e a staging buffer of e->res.n values (a spare of
+ * that length, or a new one) unless it holds one. Return: 0 or -ENOMEM.
+ */
+int gw_rs_stage(struct gw_rs_entry *e);
+
 /** gw_rs_commit() - the send completed: the staged residual becomes current. */
 void gw_rs_commit(struct gw_rs_entry *e);
 /** gw_rs_abort() - the send failed: keep the old residual. */
@@ -45,6 +56,9 @@ void gw_rs_abort(struct gw_rs_entry *e);
 
 /** gw_rs_reset() - zero every residual and codec state (shapes kept). */
 void gw_rs_reset(struct gw_rs *rs);
+
+/** gw_rs_bytes() - heap bytes the entries hold (residuals, staging, state). */
+uint64_t gw_rs_bytes(const struct gw_rs *rs);
 
 /** gw_rs_count() - entries; gw_rs_resets() - reshapes seen so far. */
 size_t gw_rs_count(const struct gw_rs *rs);
