@@ -26,6 +26,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -79,6 +80,7 @@ static struct {
 	int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
 	const char *(*strerror)(int);
 	int restored;		/* dispositions the load changed and we put back */
+	atomic_int held;	/* fi_info lists handed to us and not yet freed */
 	char why[256];		/* the load failed: dlerror() */
 } fi = { .once = PTHREAD_ONCE_INIT };
 
@@ -130,6 +132,11 @@ int gw_fi_restored_signals(void)
 	return fi.restored;
 }
 
+int gw_fi_info_held(void)
+{
+	return atomic_load(&fi.held);
+}
+
 int fi_getinfo(uint32_t version, const char *node, const char *service,
 	       uint64_t flags, const struct fi_info *hints, struct fi_info **info)
 {
@@ -141,18 +148,26 @@ int fi_getinfo(uint32_t version, const char *node, const char *service,
 	sig_save(&s);
 	rc = fi.getinfo(version, node, service, flags, hints, info);
 	sig_restore(&s);
+	if (!rc && *info)
+		atomic_fetch_add(&fi.held, 1);
 	return rc;
 }
 
 void fi_freeinfo(struct fi_info *info)
 {
-	if (info && loaded())
+	if (info && loaded()) {
 		fi.freeinfo(info);
+		atomic_fetch_sub(&fi.held, 1);
+	}
 }
 
 struct fi_info *fi_dupinfo(const struct fi_info *info)
 {
-	return loaded() ? fi.dupinfo(info) : NULL;
+	struct fi_info *d = loaded() ? fi.dupinfo(info) : NULL;
+
+	if (d)
+		atomic_fetch_add(&fi.held, 1);
+	return d;
 }
 
 int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
