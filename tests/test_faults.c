@@ -2,10 +2,11 @@
 /*
  * test_faults.c - faults on the link between two ranks, and a stalled rank.
  *
- *  - netem: 1% loss, 20 ms +- 5 ms delay and reordering on both ends of a
- *    veth pair between network namespaces gwR1 and gwR2 (10.77.78.1/.2):
- *    allreduces of every codec complete, every replica is identical, and the
- *    bits equal those of the same calls over the clean link (the ring is
+ *  - a faulty link: 1% loss, 20 ms +- 5 ms delay and 10% reordered, both
+ *    ways, between network namespaces gwR1 and gwR2 (10.77.78.1/.2), made
+ *    in user space by netem_tun (this kernel has no sch_netem): allreduces
+ *    of every codec complete, every replica is identical, and the bits equal
+ *    those of the same calls over the clean veth link (the ring is
  *    deterministic, so a fault may cost time, never a different result);
  *  - a cut link (`ip link set down` in the middle of allreduces): both
  *    ranks fail within GRADWIRE_TIMEOUT_MS (+ slack), each naming the other;
@@ -15,15 +16,16 @@
  *    the timeout costs only time (same bits); stopped past it, its peer
  *    fails within the timeout naming it.
  *
- * The namespace tests need root, ip and tc: without them they say why, and
- * with GW_TEST_ONLY=link (meson's "faults link") the program exits 77.
- * This kernel (Firecracker) has no sch_netem: the shaped test then uses
- * tbf and says so. Each rank is a forked child
+ * The namespace tests need root, ip and /dev/net/tun: without them they say
+ * why, and with GW_TEST_ONLY=link (meson's "faults link") the program exits
+ * 77. Each rank is a forked child
  * whose stderr goes to <dir>/err-<rank>; the parent plays the operator.
  * Tensors are small so the whole file runs in seconds.
  */
 #include <fcntl.h>
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -159,11 +161,11 @@ static int ns_up(char *why, size_t len)
 	};
 
 	if (geteuid() != 0) {
-		snprintf(why, len, "needs root (network namespaces, tc netem)");
+		snprintf(why, len, "needs root (network namespaces, TUN devices)");
 		return -1;
 	}
-	if (sh("command -v ip") || sh("command -v tc")) {
-		snprintf(why, len, "needs ip and tc (iproute2)");
+	if (sh("command -v ip")) {
+		snprintf(why, len, "needs ip (iproute2)");
 		return -1;
 	}
 	ns_down();
@@ -182,32 +184,100 @@ static int ns_up(char *why, size_t len)
 }
 
 /*
- * Shape both ends: netem (1% loss, 20 +- 5 ms, 10% reordered) where the
- * kernel has sch_netem; else tbf (40 Mbit/s with a 20 ms queue: tail drops
- * and queueing delay, no reordering), and say so. Return: the qdisc used,
- * or NULL.
+ * The faulty link. This kernel (and tc) has no sch_netem and no action that
+ * drops at random, so the veth pair gives way to netem_tun
+ * (tests/netem_tun.c, GW_NETEM_TUN): two TUN devices with the same names
+ * and addresses, joined in user space with 1% loss, 20 +- 5 ms of delay and
+ * 10% reordered, both ways, from a fixed seed. One helper behaves the same
+ * on every kernel. netem_down() puts the veth pair back.
  */
-static const char *netem(bool on)
-{
-	static const char *const kinds[] = {
-		"netem delay 20ms 5ms loss 1% reorder 10% 50%",
-		"tbf rate 40mbit burst 16kb latency 20ms",
-	};
-	char cmd[256];
+static pid_t netem_pid;
+static int netem_in = -1, netem_out = -1;
 
-	sh("ip netns exec gwR1 tc qdisc del dev gwR1v root");
-	sh("ip netns exec gwR2 tc qdisc del dev gwR2v root");
-	for (size_t i = 0; on && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		snprintf(cmd, sizeof(cmd), "ip netns exec gwR1 tc qdisc add dev gwR1v "
-			 "root %s", kinds[i]);
-		if (sh(cmd))
-			continue;
-		snprintf(cmd, sizeof(cmd), "ip netns exec gwR2 tc qdisc add dev gwR2v "
-			 "root %s", kinds[i]);
-		if (!sh(cmd))
-			return kinds[i];
+/* Stop the helper; the packets it dropped (-1: it said nothing). */
+static long long netem_down(void)
+{
+	char why[128], said[160] = "";
+	long long fwd = -1, drop = -1, reord = -1;
+	struct pollfd pf = {.fd = netem_out, .events = POLLIN};
+
+	if (netem_pid > 0) {
+		close(netem_in);	/* the helper leaves and says what it did */
+		for (size_t got = 0; got < sizeof(said) - 1 && poll(&pf, 1, 3000) == 1;) {
+			ssize_t n = read(netem_out, said + got, sizeof(said) - 1 - got);
+
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+			said[got] = '\0';
+		}
+		if (sscanf(said, "forwarded %lld dropped %lld reordered %lld", &fwd, &drop,
+			   &reord) == 3)
+			printf("\n  netem_tun: %lld packets forwarded, %lld dropped, %lld "
+			       "reordered", fwd, drop, reord);
+		kill(netem_pid, SIGTERM);
+		waitpid(netem_pid, NULL, 0);
+		close(netem_out);
 	}
-	return NULL;
+	netem_pid = 0;
+	netem_in = netem_out = -1;
+	ns_down();
+	if (ns_up(why, sizeof(why)))
+		printf("\n  the veth pair is not back: %s", why);
+	return reord > 0 ? drop : -1;	/* faults both kinds, or nothing to count */
+}
+
+static int netem_up(char *why, size_t len)
+{
+	static const char *const cmds[] = {
+		"ip -n gwR1 addr add 10.77.78.1 peer 10.77.78.2 dev gwR1v",
+		"ip -n gwR2 addr add 10.77.78.2 peer 10.77.78.1 dev gwR2v",
+		"ip -n gwR1 link set gwR1v up", "ip -n gwR2 link set gwR2v up",
+	};
+	const char *tool = getenv("GW_NETEM_TUN");
+	int in[2], out[2];
+	char ready[8] = "";	/* exactly "ready\n": nothing more is written before the end */
+	struct pollfd pf;
+
+	if (!tool || access(tool, X_OK)) {
+		snprintf(why, len, "GW_NETEM_TUN (the netem_tun helper) is not set or not "
+			 "executable");
+		return -1;
+	}
+	if (pipe(in) || pipe(out)) {
+		snprintf(why, len, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	sh("ip -n gwR1 link del gwR1v");	/* both ends of the veth pair */
+	fflush(stdout);
+	netem_pid = fork();
+	if (netem_pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);	/* or stdin never ends */
+		close(out[0]);
+		execl(tool, tool, "gwR1", "gwR1v", "gwR2", "gwR2v", "1", "20", "5", "10",
+		      "0x9e3779b97f4a7c15", "240", (char *)NULL);
+		_exit(3);
+	}
+	close(in[0]);
+	close(out[1]);
+	netem_in = in[1];
+	pf = (struct pollfd){.fd = out[0], .events = POLLIN};
+	netem_out = out[0];
+	if (netem_pid < 0 || poll(&pf, 1, 5000) != 1 || read(out[0], ready, 6) != 6 ||
+	    memcmp(ready, "ready\n", 6)) {
+		snprintf(why, len, "%s did not start (see its message above)", tool);
+		netem_down();
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (sh(cmds[i])) {
+			snprintf(why, len, "'%s' failed", cmds[i]);
+			netem_down();
+			return -1;
+		}
+	return 0;
 }
 
 /* ---- a rank ------------------------------------------------------------------ */
@@ -379,7 +449,7 @@ static char ns_why[128];
 static void test_netem(void)
 {
 	int64_t clean[NCODECS], t0;
-	const char *q = NULL;
+	char why[160];
 	int code[2];
 	pid_t pid[2];
 
@@ -389,11 +459,11 @@ static void test_netem(void)
 	}
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass) {
-			q = netem(true);
-			CU_ASSERT_PTR_NOT_NULL_FATAL(q);
-			printf("\n  shaping: %s%s", q, strncmp(q, "netem", 5) ?
-			       " (this kernel has no sch_netem: no random loss, "
-			       "no reordering)" : "");
+			if (netem_up(why, sizeof(why))) {
+				printf("\n  faulty link: %s", why);
+				CU_FAIL_FATAL("the faulty link could not be made");
+			}
+			printf("\n  link: 1%% loss, 20 +- 5 ms, 10%% reordered (netem_tun)");
 		}
 		for (size_t i = 0; i < NCODECS; i++) {
 			struct run r;
@@ -427,7 +497,8 @@ static void test_netem(void)
 			end_run(&r);
 		}
 	}
-	netem(false);
+	/* The faults did happen: packets were lost and reordered. */
+	CU_ASSERT(netem_down() > 0);
 }
 
 /* ---- a cut link ---------------------------------------------------------------- */
@@ -643,7 +714,8 @@ int main(void)
 	static CU_TestInfo tests[] = {
 		{ "SIGSTOP: inside the timeout costs time; past it, a clear error",
 		  test_stall },
-		{ "link shaped (netem, else tbf): every codec, same bits", test_netem },
+		{ "faulty link (1% loss, 20 +- 5 ms, 10% reordered): every codec, same bits",
+		  test_netem },
 		{ "link cut: errors within the timeout, then a new context",
 		  test_cut },
 		CU_TEST_INFO_NULL,
