@@ -132,13 +132,21 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
 	c->seg_bytes = bytes;
 }
 
-/* Remember the first error and say where it happened. */
+/* Remember the first error and say where it happened, and with whom. */
 static int fail(struct gw_coll *c, int rc, const char *what, int step)
 {
+	bool receiving;
+	int peer = gw_ctx_failed_peer(c->ctx, &receiving);
+
 	if (!c->err) {
 		c->err = rc;
-		snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s", what,
-			 step, gw_strerror(rc));
+		if (peer >= 0)
+			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s "
+				 "(%s rank %d)", what, step, gw_strerror(rc),
+				 receiving ? "receiving from" : "sending to", peer);
+		else
+			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s",
+				 what, step, gw_strerror(rc));
 	}
 	gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank,
 	       "%s step %d failed: %s", what, step, gw_strerror(rc));

@@ -25,10 +25,12 @@
 #include "config.h"
 #include "init.h"
 #include "mac.h"
+#include "queue.h"
 
 _Static_assert(GRADWIRE_LOSSY == GW_CTX_LOSSY, "send flag");
 _Static_assert(GRADWIRE_ADD == GW_CTX_ADD, "recv flag");
 _Static_assert(GRADWIRE_SLOT_MAX == GW_COLL_SLOT_BASE, "user slots");
+_Static_assert(GRADWIRE_QUEUE_MAX == GW_QUEUE_MAX, "queue depth");
 _Static_assert((int)GRADWIRE_SUM == (int)GW_COLL_SUM &&
 	       (int)GRADWIRE_AVG == (int)GW_COLL_AVG, "allreduce ops");
 
@@ -289,6 +291,47 @@ static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id,
 				    flags);
 }
 
+/* A struct gradwire_queue is a struct gw_queue: the host only holds it. */
+static int plugin_queue_create(struct gradwire_context *g,
+			       struct gradwire_queue **out)
+{
+	if (!g || !out)
+		return -EINVAL;
+	return gw_queue_create(g->coll, (struct gw_queue **)out);
+}
+
+static int plugin_queue_submit(struct gradwire_queue *q, uint32_t id,
+			       float *buf, uint64_t n, int op, unsigned flags,
+			       uint64_t *ticket)
+{
+	if (!q || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
+	    (flags & ~GRADWIRE_LOSSY))
+		return -EINVAL;
+	return gw_queue_submit((struct gw_queue *)q, id, buf, n,
+			       (enum gw_coll_op)op, flags, ticket);
+}
+
+static int plugin_queue_wait(struct gradwire_queue *q, uint64_t ticket,
+			     int timeout_ms)
+{
+	return gw_queue_wait((struct gw_queue *)q, ticket, timeout_ms);
+}
+
+static void plugin_queue_destroy(struct gradwire_queue *q)
+{
+	gw_queue_destroy((struct gw_queue *)q);
+}
+
+static void plugin_queue_cancel(struct gradwire_queue *q)
+{
+	gw_queue_cancel((struct gw_queue *)q);
+}
+
+static const char *plugin_error(struct gradwire_context *g)
+{
+	return g ? gw_coll_error(g->coll) : NULL;
+}
+
 static int plugin_allgather(struct gradwire_context *g, const void *send,
 			    void *recv, size_t bytes_per_rank)
 {
@@ -377,4 +420,10 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.finalize = plugin_finalize,
 	.strerror = gw_strerror,
 	.allreduce_id = plugin_allreduce_id,
+	.queue_create = plugin_queue_create,
+	.queue_submit = plugin_queue_submit,
+	.queue_wait = plugin_queue_wait,
+	.queue_destroy = plugin_queue_destroy,
+	.queue_cancel = plugin_queue_cancel,
+	.error = plugin_error,
 };

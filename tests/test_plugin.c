@@ -328,6 +328,42 @@ static int body(int rank, int size, const char *dir, void *varg)
 	    gw->send(c, rank, 5, v, 16, 0) != -EINVAL)
 		FAIL(47, "send accepted a collective's slot or itself");
 
+	/* The queue: 8 allreduces submitted at once, run in order by the
+	 * library's thread, each with the synchronous call's exact result; a
+	 * ticket never issued; after cancel, submits are refused. */
+	{
+		struct gradwire_queue *q = NULL;
+		static float qv[8][4096];
+		uint64_t t[8], bad;
+
+		rc = gw->queue_create(c, &q);
+		for (int k = 0; !rc && k < 8; k++) {
+			for (int i = 0; i < 4096; i++)
+				qv[k][i] = (float)(rank + 1) * (float)(k * 4096 + i);
+			rc = gw->queue_submit(q, 100 + (uint32_t)k, qv[k], 4096, GRADWIRE_SUM,
+					      0, &t[k]);
+		}
+		for (int k = 7; !rc && k >= 0; k--)	/* any order of waits */
+			rc = gw->queue_wait(q, t[k], 20000);
+		if (rc)
+			FAIL(60, "queue: %s", gw->strerror(rc));
+		for (int k = 0; k < 8; k++)
+			for (int i = 0; i < 4096; i++)	/* (1 + 2 + 3) * x, exact */
+				if (qv[k][i] != 6.0f * (float)(k * 4096 + i) || t[k] != (uint64_t)k + 1)
+					FAIL(61, "queue: ticket %llu, value %d of %d: %g",
+					     (unsigned long long)t[k], i, k, qv[k][i]);
+		if (gw->queue_wait(q, 9, 0) != -ENOENT || gw->queue_wait(q, 0, 0) != -ENOENT ||
+		    gw->queue_submit(q, 1, NULL, 4, GRADWIRE_SUM, 0, &bad) != -EINVAL)
+			FAIL(62, "queue: a ticket never issued, or a NULL buffer");
+		gw->queue_cancel(q);
+		if (gw->queue_submit(q, 1, qv[0], 4, GRADWIRE_SUM, 0, &bad) != -ECANCELED)
+			FAIL(63, "queue: a submit after cancel");
+		gw->queue_destroy(q);
+		gw->queue_destroy(NULL);
+		if (gw->error(c))
+			FAIL(64, "error() says %s with nothing failed", gw->error(c));
+	}
+
 	/* Residual checkpoint: save, reset, load. */
 	snprintf(path, sizeof(path), "%s/res-%d", dir, rank);
 	rc = gw->residuals_save(c, path);

@@ -65,6 +65,9 @@ struct gw_ctx {
 	void *scratch;
 	size_t scratch_cap;
 	FILE *stats_out;
+	/* The first send or receive that failed: its peer (-1: none) and
+	 * direction, for the collectives' error message. */
+	int failed_peer, failed_dir;
 	/* Frame buffers that gw_ctx_slot_trim() took from idle slots, for the
 	 * next slot that needs one (largest kept when full). */
 	struct pool_buf {
@@ -519,6 +522,7 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
 	if (!ctx)
 		return -ENOMEM;
 	ctx->rank = rank;
+	ctx->failed_peer = -1;
 	ctx->size = size;
 	ctx->timeout_ms = cfg->tp.timeout_ms;
 	ctx->log_level = cfg->tp.log_level;
@@ -1017,6 +1021,14 @@ reject:
 	return rc;
 }
 
+static void failed(struct gw_ctx *ctx, int peer, int dir)
+{
+	if (ctx->failed_peer < 0) {
+		ctx->failed_peer = peer;
+		ctx->failed_dir = dir;
+	}
+}
+
 int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs = r->cs;
@@ -1040,6 +1052,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 			cs->c->st.timeouts += got == -ETIMEDOUT;
 			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s",
 				cs->c->peer, cs->slot, gw_strerror((int)got));
+			failed(ctx, cs->c->peer, 0);
 			return (int)got;
 		}
 		if (r->res)
@@ -1054,9 +1067,17 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 		cs->c->st.timeouts += got == -ETIMEDOUT;
 		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s",
 			cs->c->peer, cs->slot, gw_strerror((int)got));
+		failed(ctx, cs->c->peer, 1);
 		return (int)got;
 	}
 	return deliver(ctx, r, cs, (size_t)got);
+}
+
+int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving)
+{
+	if (receiving)
+		*receiving = ctx->failed_dir == 1;
+	return ctx->failed_peer;
 }
 
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)

@@ -216,6 +216,13 @@ int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
  */
 int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
 
+/**
+ * gw_ctx_failed_peer() - the peer of the first send or receive on ctx that
+ * failed (a timeout, a dead peer, a rejected frame), or -1; *receiving (if
+ * not NULL) says whether it was a receive.
+ */
+int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving);
+
 /** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0. */
 uint64_t gw_ctx_host_id_default(void);
 

@@ -337,7 +337,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	if (ret)
 		goto err_put;
 	op->state = OP_POSTED;
-	deadline = gw_now_ms() + tp->cfg.timeout_ms;
+	deadline = tp->leave_by ? tp->leave_by : gw_now_ms() + tp->cfg.timeout_ms;
 	for (;;) {
 		if (iov && dir == OP_SEND)
 			r = fi_tsendv(tp->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);

@@ -363,6 +363,7 @@ struct gw_tp {
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
 	unsigned orphans;     /* ops whose waiter gave up */
+	int64_t leave_by;     /* leaving (linger): posts give up at this time */
 	struct gw_tp_mr *mrs; /* caller registrations */
 };
 

@@ -12,7 +12,8 @@
  *
  * Every member returns 0 or a negative errno (strerror() names it). Calls on
  * one context are blocking and must not overlap (one thread per context);
- * different contexts are independent. Collectives must be called by every
+ * different contexts are independent. A queue (queue_create) runs a
+ * context's allreduces on a thread of its own instead. Collectives must be called by every
  * rank in the same order with the same sizes, like MPI.
  */
 #ifndef GRADWIRE_PLUGIN_H
@@ -85,6 +86,7 @@ struct gradwire_stats {
 
 /* A rank's connections to its peers and its collectives; opaque. */
 struct gradwire_context;
+struct gradwire_queue;
 
 /**
  * struct gradwire_plugin_v1 - the exported function table.
@@ -222,7 +224,64 @@ struct gradwire_plugin_v1 {
 	 */
 	int (*allreduce_id)(struct gradwire_context *ctx, uint32_t id,
 			    float *buf, uint64_t n, int op, unsigned flags);
+
+	/**
+	 * @queue_create: a queue of allreduce_id() calls on ctx, run in the
+	 * order submitted by one thread of gradwire's own, so the host goes on
+	 * while they travel (a DDP hook returns a future). While the queue
+	 * exists, ctx takes no other call but stats() and error(); every rank
+	 * must submit the same allreduces in the same order.
+	 */
+	int (*queue_create)(struct gradwire_context *ctx,
+			    struct gradwire_queue **out);
+
+	/**
+	 * @queue_submit: queue allreduce_id(ctx, id, buf, n, op, flags). buf
+	 * stays the caller's to keep valid and untouched until the ticket is
+	 * done. Return: 0 and *ticket (1, 2, ... in order); -ENOBUFS when
+	 * GRADWIRE_QUEUE_MAX tickets wait or run; -ECANCELED once
+	 * queue_destroy() has begun; -EINVAL.
+	 */
+	int (*queue_submit)(struct gradwire_queue *q, uint32_t id, float *buf,
+			    uint64_t n, int op, unsigned flags,
+			    uint64_t *ticket);
+
+	/**
+	 * @queue_wait: wait up to timeout_ms (< 0: without limit) for ticket.
+	 * Return: its allreduce's result (0 or -errno, -ECANCELED when the
+	 * queue went before it ran), -EAGAIN when not done in time, -ENOENT for
+	 * a ticket not issued or older than the last GRADWIRE_QUEUE_MAX. Any
+	 * thread may wait.
+	 */
+	int (*queue_wait)(struct gradwire_queue *q, uint64_t ticket,
+			  int timeout_ms);
+
+	/**
+	 * @queue_destroy: queue_cancel(), then wait for the running allreduce
+	 * (within GRADWIRE_TIMEOUT_MS), join the thread and free. Accepts NULL.
+	 * No other call on q may be in progress or follow; call it before
+	 * context_destroy().
+	 */
+	void (*queue_destroy)(struct gradwire_queue *q);
+
+	/**
+	 * @queue_cancel: tickets not started end with -ECANCELED at once (their
+	 * waiters return), the running one still finishes, later submits fail
+	 * with -ECANCELED. Safe from any thread while queue_wait() calls are in
+	 * progress (e.g. to stop a thread that waits, before queue_destroy()).
+	 */
+	void (*queue_cancel)(struct gradwire_queue *q);
+
+	/**
+	 * @error: what the first failed collective on ctx said (which ranks,
+	 * which peer, what differed), or NULL while nothing failed. The text
+	 * stays valid until context_destroy().
+	 */
+	const char *(*error)(struct gradwire_context *ctx);
 };
+
+/* queue_submit(): tickets waiting or running at once, at most. */
+#define GRADWIRE_QUEUE_MAX 1024
 
 /* The table itself: look it up with dlsym(handle, "gradwire_plugin_v1"). */
 GW_API extern const struct gradwire_plugin_v1 gradwire_plugin_v1;

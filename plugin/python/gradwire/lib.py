@@ -82,6 +82,13 @@ class PluginV1(ctypes.Structure):
         ("finalize", _F(_i)),
         ("strerror", _F(_cp, _i)),
         ("allreduce_id", _F(_i, _ctx_p, _u32, _vp, _u64, _i, ctypes.c_uint)),
+        ("queue_create", _F(_i, _ctx_p, ctypes.POINTER(_vp))),
+        ("queue_submit", _F(_i, _vp, _u32, _vp, _u64, _i, ctypes.c_uint,
+                            ctypes.POINTER(_u64))),
+        ("queue_wait", _F(_i, _vp, _u64, _i)),
+        ("queue_destroy", _F(None, _vp)),
+        ("queue_cancel", _F(None, _vp)),
+        ("error", _F(_cp, _ctx_p)),
     ]
 
 
@@ -247,6 +254,19 @@ class Context:
         if rc < 0:
             self.lib.check(f"allreduce of tensor {ident} ({n} floats)", rc)
 
+    def error(self):
+        """What the first failed collective said (names the ranks), or ""."""
+        if not self.h:
+            return ""
+        e = self.lib.t.error(self.h)
+        return e.decode(errors="replace") if e else ""
+
+    def queue(self):
+        """A Queue of allreduces run by a gradwire thread (queue_create)."""
+        out = _vp()
+        self.lib.check("queue_create", self.lib.t.queue_create(self._live(), ctypes.byref(out)))
+        return Queue(self, out)
+
     def allgather(self, send, recv, nbytes):
         self.lib.check("allgather", self.lib.t.allgather(self._live(), send, recv, nbytes))
 
@@ -280,3 +300,47 @@ class Context:
             self.close()
         except Exception:  # noqa: BLE001 (interpreter teardown)
             pass
+
+
+class Queue:
+    """Allreduces run in submission order by a thread of gradwire's own
+    (struct gradwire_queue). The context takes no other call but stats()
+    and error() while the queue is open; close it before the context."""
+
+    def __init__(self, ctx, handle):
+        self.ctx, self.h = ctx, handle
+
+    def submit(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0):
+        """Queue an in-place allreduce of n float32 at ptr; its ticket. The
+        memory must stay alive and untouched until wait(ticket) returns."""
+        if not self.h:
+            raise GradwireError("queue", -errno.EBADF, "already closed")
+        t = _u64()
+        self.ctx.lib.check(f"queue_submit of tensor {ident} ({n} floats)",
+                           self.ctx.lib.t.queue_submit(self.h, ident, ptr, n, op, flags,
+                                                       ctypes.byref(t)))
+        return t.value
+
+    def wait(self, ticket, timeout_ms=-1):
+        """0 once the ticket's allreduce is done; GradwireError when it failed
+        (its text names the peer), -EAGAIN (returned) when not done in time."""
+        if not self.h:
+            raise GradwireError("queue", -errno.EBADF, "already closed")
+        rc = self.ctx.lib.t.queue_wait(self.h, ticket, timeout_ms)
+        if rc == -errno.EAGAIN:
+            return rc
+        if rc < 0:
+            raise GradwireError("allreduce", rc, self.ctx.error() or self.ctx.lib.strerror(rc))
+        return 0
+
+    def cancel(self):
+        """Tickets not started end with ECANCELED now; safe beside wait()."""
+        if self.h:
+            self.ctx.lib.t.queue_cancel(self.h)
+
+    def close(self):
+        """cancel(), then wait for the running allreduce and free. No other
+        call on this queue may be in progress."""
+        if self.h:
+            self.ctx.lib.t.queue_destroy(self.h)
+            self.h = None

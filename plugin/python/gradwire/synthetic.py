@@ -83,6 +83,12 @@ def _worker(rank, world, folder, cfgs, timeout):
     # callback needing the GIL would hang here, and the parent would say so.
 
 
+def _rss():
+    """This process's resident set, bytes (/proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _train(rank, world, folder, cfg):
     from torch.nn.parallel import DistributedDataParallel as DDP
     import gradwire.torch as gwt
@@ -107,7 +113,7 @@ def _train(rank, world, folder, cfg):
             ddp.register_comm_hook(state, gwt.hook)
 
     attach(ddp)
-    losses, wire, raw, exact = [], [], [], []
+    losses, wire, raw, exact, rss = [], [], [], [], []
     t0 = time.monotonic()
     step = 0
     while step < steps:
@@ -145,6 +151,8 @@ def _train(rank, world, folder, cfg):
             wire.append(state.last["wire_bytes"])
             raw.append(state.last["raw_bytes"])
             exact.append(state.last["exact_bytes"])
+        if cfg.get("rss"):
+            rss.append(_rss())
         step += 1
     elapsed = time.monotonic() - t0
     with torch.no_grad():
@@ -154,7 +162,7 @@ def _train(rank, world, folder, cfg):
     res = {"rank": rank, "losses": losses, "final_loss": final,
            "digest": digests[rank], "identical": len(set(digests)) == 1,
            "wire_bytes": wire, "raw_bytes": raw, "exact_bytes": exact,
-           "seconds": elapsed,
+           "seconds": elapsed, "rss": rss,
            "codecs": state.codecs if state else {},
            "resets": [state.ctx.stats(p).residual_resets for p in range(world) if p != rank] if state else []}
     if state:
@@ -171,7 +179,8 @@ def run(cfgs, world=2, timeout=120):
     of one call must agree), "hook": bool (False: the process group's own
     allreduce), "warmup": steps, "steps": n, "lr": float, "save_at": step or
     None (checkpoint, rebuild and restore there), "drop_residuals": bool,
-    "bucket_cap_mb": DDP's, "library": path or None}. A single dict gives a single result list.
+    "bucket_cap_mb": DDP's, "library": path or None, "rss": bool
+    (record the resident set after every step)}. A single dict gives a single result list.
     """
     single = isinstance(cfgs, dict)
     if single:

@@ -25,10 +25,19 @@ What travels how, per bucket:
 - Any other bucket (CUDA, integer) raises TypeError: the hook does not copy
   device memory behind the user's back.
 
-The hook returns a completed torch.futures.Future: the allreduce runs
-synchronously inside the hook (ctypes releases the GIL during the call), so
-no Python callback runs on a worker thread (torch 1.13 can hang at teardown
-when one needs the GIL).
+Asynchronous by default, like torch's own hooks: the hook queues the
+bucket's allreduces on a gradwire queue (a C thread of the library's own,
+one per State, running them in submission order: the order DDP launches
+buckets, the same on every rank) and returns a torch.futures.Future at once,
+so backward goes on computing the next buckets while this one travels. A
+Python thread of the State ("gradwire-hook") waits for each bucket's tickets
+(ctypes releases the GIL) and completes its future with the bucket, or with
+a gradwire.lib.GradwireError naming the failed peer. No C thread ever calls
+into Python: torch 1.13 can hang at exit when a callback needs the GIL on a
+thread Python did not create. State.close() (also run at exit for States
+still open) cancels what has not started, fails those futures, joins the
+thread and closes the connections. State(sync=True) keeps the synchronous
+hook: the allreduce runs inside the hook and the future comes back done.
 
 Identifiers given to allreduce_id: a compressible parameter is named by the
 order in which the State first saw it (0, 1, ...), not by its bucket: DDP
@@ -46,9 +55,13 @@ State checkpoint: state_dict() holds this rank's residuals and codec state
 (the bytes of residuals_save), the identifiers' order and the step counter;
 every rank saves and restores its own.
 """
+import atexit
+import collections
 import datetime
 import os
 import tempfile
+import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -104,6 +117,8 @@ class State:
     warmup_steps: steps during which every bucket travels exactly.
     min_compress_numel: parameters smaller than this travel exactly (so do
         one-dimensional ones, whatever their size).
+    sync: run each bucket's allreduce inside the hook and return a completed
+        future (no overlap with backward); default False (asynchronous).
     stats: record per-step statistics in self.last and self.history (one
         dict a step, of what this rank sent to its peers: raw_bytes, the
         tensor bytes in its frames; wire_bytes, the frames' bytes;
@@ -115,7 +130,7 @@ class State:
 
     def __init__(self, process_group=None, store=None, prefix="gradwire",
                  library=None, warmup_steps=0, min_compress_numel=1024,
-                 stats=False):
+                 stats=False, sync=False):
         if not dist.is_initialized():
             raise RuntimeError("gradwire.torch.State: call "
                                "torch.distributed.init_process_group() first")
@@ -144,11 +159,23 @@ class State:
                        for p in range(self.size) if p != self.rank}
         self._totals = self._totals_now()	# the handshake is not a step's
         self._exact_bytes = 0
+        self.sync = bool(sync)
+        self._queue = None
+        if not self.sync:
+            self._queue = self.ctx.queue()
+            self._jobs = collections.deque()
+            self._cv = threading.Condition()
+            self._closing = False
+            self._thread = threading.Thread(target=self._completer, daemon=True,
+                                            name="gradwire-hook")
+            self._thread.start()
+            _open_states.add(self)
 
     # -- checkpoints -------------------------------------------------------
     def state_dict(self):
         """This rank's residuals and codec state (opaque bytes), the
         identifiers' first-use order and the step counter."""
+        self.drain()
         fd, path = tempfile.mkstemp(prefix="gradwire-res-")
         os.close(fd)
         try:
@@ -172,6 +199,7 @@ class State:
                              f"{sd['size']} loaded on rank {self.rank} of "
                              f"{self.size}")
         self._replay([tuple(x) for x in sd["ids"]])
+        self.drain()
         fd, path = tempfile.mkstemp(prefix="gradwire-res-")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -208,9 +236,55 @@ class State:
         self.step += 1
 
     def close(self):
-        """Close the connections (the hook must not run afterwards)."""
+        """Close the connections (the hook must not run afterwards). Buckets
+        not yet sent fail their futures (ECANCELED); one in flight finishes
+        first (within GRADWIRE_TIMEOUT_MS)."""
+        if getattr(self, "_queue", None) is not None:
+            with self._cv:
+                self._closing = True
+                self._cv.notify_all()
+            self._queue.cancel()
+            self._thread.join()
+            self._queue.close()
+            self._queue = None
+            _open_states.discard(self)
         if getattr(self, "ctx", None) is not None:
             self.ctx.close()
+
+    # -- the asynchronous path ---------------------------------------------
+    def drain(self):
+        """Wait until every bucket handed to the hook is done (futures
+        completed). A no-op for a synchronous State."""
+        if self._queue is None:
+            return
+        with self._cv:
+            self._cv.wait_for(lambda: not self._jobs and not self._busy)
+
+    _busy = False
+
+    def _completer(self):
+        """The "gradwire-hook" thread: completes each bucket's future once its
+        tickets are done, in submission order."""
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._jobs or self._closing)
+                if not self._jobs:
+                    return
+                fut, buf, tickets, finish, last = self._jobs.popleft()
+                self._busy = True
+            try:
+                for t in tickets:
+                    self._queue.wait(t)
+                if finish:
+                    finish()
+                if last:
+                    self._end_step()
+                fut.set_result(buf)
+            except Exception as e:  # noqa: BLE001 - the future carries it
+                fut.set_exception(e)
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
 
     # -- the bucket --------------------------------------------------------
     def _layout(self, bucket):
@@ -253,14 +327,23 @@ class State:
         self._layouts[bucket.index()] = (key, segs)
         return segs
 
-    def _reduce(self, ident, t, lossy):
+    def _reduce(self, ident, t, lossy, tickets=None):
         if not t.numel():
             return
         if ident not in self._seen:
             self._seen[ident] = (t.numel(), bool(lossy))
         self._exact_bytes += self._ring_bytes(t.numel())
-        self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG,
-                              _lib.GRADWIRE_LOSSY if lossy else 0)
+        flags = _lib.GRADWIRE_LOSSY if lossy else 0
+        if self._queue is None or tickets is None:
+            if self._queue is not None:
+                self.drain()	# a synchronous call must not overlap the queue's
+                t_ = self._queue.submit(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG, flags)
+                self._queue.wait(t_)
+                return
+            self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG, flags)
+            return
+        tickets.append(self._queue.submit(ident, t.data_ptr(), t.numel(),
+                                          _lib.GRADWIRE_AVG, flags))
 
     def _ring_bytes(self, n):
         """Bytes this rank sends in an exact ring allreduce of n floats:
@@ -296,7 +379,11 @@ class State:
         for ident, n, lossy in order[len(done):]:
             self._reduce(ident, torch.zeros(n), lossy)
 
-    def reduce_bucket(self, bucket):
+    def reduce_bucket(self, bucket, tickets=None):
+        """Average the bucket in place. With tickets (a list), the gradwire
+        allreduces are only queued (their tickets appended); then the
+        return is (buf, finish): finish() completes the bucket once they are
+        done. Without, they run now and the return is (buf, None)."""
         buf = bucket.buffer()
         if buf.device.type != "cpu":
             raise TypeError(f"gradwire hook: bucket on {buf.device}; gradwire "
@@ -304,7 +391,7 @@ class State:
         if buf.dtype in (torch.float64, torch.float16, torch.bfloat16):
             dist.all_reduce(buf, group=self.process_group)
             buf.div_(self.size)
-            return buf
+            return buf, None
         if buf.dtype != torch.float32:
             raise TypeError(f"gradwire hook: bucket of {buf.dtype}; only "
                             "floating-point gradients are supported")
@@ -312,26 +399,62 @@ class State:
             raise RuntimeError("gradwire hook: bucket buffer is not contiguous")
         segs = self._layout(bucket)
         if self.step < self.warmup_steps or all(s[2] is None for s in segs):
-            self._reduce(EXACT_ID, buf, False)
-            return buf
+            self._reduce(EXACT_ID, buf, False, tickets)
+            return buf, None
         exact = [buf[o:o + n] for o, n, ident in segs if ident is None]
+        finish = None
         if exact:
-            flat = torch.cat(exact)
-            self._reduce(EXACT_ID, flat, False)
-            pos = 0
-            for view in exact:
-                view.copy_(flat[pos:pos + view.numel()])
-                pos += view.numel()
+            flat = torch.cat(exact)	# kept alive by finish until it is done
+            self._reduce(EXACT_ID, flat, False, tickets)
+
+            def finish():
+                pos = 0
+                for view in exact:
+                    view.copy_(flat[pos:pos + view.numel()])
+                    pos += view.numel()
+            if tickets is None:
+                finish()
+                finish = None
         for o, n, ident in segs:	# in place: a parameter is contiguous
             if ident is not None:
-                self._reduce(ident, buf[o:o + n], True)
-        return buf
+                self._reduce(ident, buf[o:o + n], True, tickets)
+        return buf, finish
+
+    def _submit(self, bucket):
+        """The asynchronous hook's body: queue the bucket; its future."""
+        fut = torch.futures.Future()
+        tickets = []
+        with torch.no_grad():
+            buf, finish = self.reduce_bucket(bucket, tickets)
+        with self._cv:
+            if self._closing:
+                raise RuntimeError("gradwire hook: the State is closed")
+            self._jobs.append((fut, buf, tickets, finish, bucket.is_last()))
+            self._cv.notify_all()
+        return fut
+
+
+# States with a queue still open; closed at exit so that no thread of theirs
+# outlives the interpreter's teardown.
+_open_states = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit():
+    for st in list(_open_states):
+        try:
+            st.close()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
 
 
 def hook(state, bucket):
-    """DDP communication hook: average bucket over gradwire (see State)."""
+    """DDP communication hook: average bucket over gradwire (see State).
+    Returns at once with a future (a synchronous State: a completed one)."""
+    if state._queue is not None:
+        return state._submit(bucket)
     with torch.no_grad():
-        out = state.reduce_bucket(bucket)
+        out, _ = state.reduce_bucket(bucket)
     if bucket.is_last():
         state._end_step()
     fut = torch.futures.Future()
