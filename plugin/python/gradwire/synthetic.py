@@ -105,11 +105,25 @@ def _train(rank, world, folder, cfg):
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.get("momentum", 0.0))
     state = None
 
+    def pg_hook(_, bucket):
+        """A Python hook over the process group's allreduce: what any Python
+        comm hook costs in torch, without gradwire."""
+        buf = bucket.buffer()
+        dist.all_reduce(buf)
+        buf.div_(world)
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+
     def attach(ddp):
         nonlocal state
-        if cfg.get("hook", True):
+        if cfg.get("hook", True) == "pg":
+            ddp.register_comm_hook(None, pg_hook)
+        elif cfg.get("hook", True):
             state = gwt.State(library=cfg.get("library"),
-                              warmup_steps=cfg.get("warmup", 0), stats=True)
+                              warmup_steps=cfg.get("warmup", 0),
+                              stats=cfg.get("stats", True),
+                              sync=cfg.get("sync", False))
             ddp.register_comm_hook(state, gwt.hook)
 
     attach(ddp)
@@ -177,10 +191,12 @@ def run(cfgs, world=2, timeout=120):
     A configuration: {"env": {GRADWIRE_*: ...} (set before anything starts:
     gradwire reads its variables once per process, so every configuration
     of one call must agree), "hook": bool (False: the process group's own
-    allreduce), "warmup": steps, "steps": n, "lr": float, "save_at": step or
+    allreduce; "pg": a Python hook over that allreduce), "warmup": steps, "steps": n, "lr": float, "save_at": step or
     None (checkpoint, rebuild and restore there), "drop_residuals": bool,
     "bucket_cap_mb": DDP's, "library": path or None, "rss": bool
-    (record the resident set after every step)}. A single dict gives a single result list.
+    (record the resident set after every step), "stats": bool (the State's
+    per-step statistics, default True; their history grows by a dict a
+    step), "sync": bool (the synchronous hook)}. A single dict gives a single result list.
     """
     single = isinstance(cfgs, dict)
     if single:
