@@ -1062,6 +1062,53 @@ static void test_withdraw_trim(void)
 	run(2, 60, body_withdraw_trim, &a, 0);
 }
 
+/* ---- destroy with a receive still posted ------------------------------------ */
+
+/*
+ * Rank 0 posts a receive it never waits for and destroys its context at
+ * once; rank 1 sends into it a moment later, while rank 0 is leaving. The
+ * frame must land in a live buffer or nowhere: gw_ctx_destroy() closes the
+ * endpoint before it frees what a posted receive may be written into.
+ * Under ASan the other order is a heap-use-after-free in libfabric's copy
+ * into the freed frame buffer (the Gloo device's teardown hit it).
+ */
+static int body_pending_destroy(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	static uint8_t buf[1 << 16];
+	struct gw_ctx_req r;
+	struct gw_store *st;
+	char err[512];
+	int rc;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+
+	(void)size;
+	if (!ctx)
+		return 10;
+	if (rank == 0) {
+		if (gw_ctx_irecv_bytes(ctx, 1, 7, buf, sizeof(buf), &r))
+			return 11;
+		gw_ctx_destroy(ctx);	/* never waited for */
+	} else {
+		usleep(100000);
+		memset(buf, 0x5a, sizeof(buf));
+		rc = gw_ctx_isend_bytes(ctx, 0, 7, buf, sizeof(buf), &r);
+		if (!rc)
+			gw_ctx_wait(ctx, &r);	/* delivered, or the peer left */
+		gw_ctx_destroy(ctx);
+	}
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_pending_destroy(void)
+{
+	struct conn_arg a = { .codec = "none", .kill_rank = -1 };
+
+	for (int i = 0; i < 3; i++)
+		run(2, 60, body_pending_destroy, &a, 0);
+}
+
 /* ---- configured only by GRADWIRE_* variables --------------------------------- */
 
 static int body_env(int rank, int size, const char *dir, void *arg)
@@ -1130,6 +1177,8 @@ int main(void)
 		{ "configured by GRADWIRE_* variables, stats at finalize", test_env },
 		{ "receive from any, exact bytes, residual checkpoint", test_any_bytes_checkpoint },
 		{ "withdrawn receives, trimmed slots and the buffer pool", test_withdraw_trim },
+		{ "destroyed with a receive posted: nothing lands in freed memory",
+		  test_pending_destroy },
 		{ "exchange: every codec, 2 and 4 ranks, 1..256K values", test_exchange_small },
 		{ "exchange: every codec, 64 MiB", test_exchange_64mib },
 		{ "exchange over shm", test_shm },

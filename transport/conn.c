@@ -566,6 +566,10 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 		return;
 	if (ctx->stats_out)
 		gw_ctx_stats_print(ctx, ctx->stats_out);
+	/* Nothing may write into a slot's buffers once they are freed: a
+	 * receive still posted (a caller that never waited, a peer's late
+	 * frame) would land in freed memory. */
+	gw_tp_quiesce(ctx->tp);
 	for (int p = 0; ctx->conns && p < ctx->size; p++) {
 		struct conn *c = &ctx->conns[p];
 

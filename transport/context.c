@@ -139,9 +139,9 @@ static void linger(struct gw_tp *tp)
 	free(req);
 }
 
-void gw_tp_destroy(struct gw_tp *tp)
+void gw_tp_quiesce(struct gw_tp *tp)
 {
-	if (!tp)
+	if (!tp || !tp->ep)
 		return;
 	if (tp->auto_progress && tp->size > 1)
 		linger(tp);
@@ -150,6 +150,13 @@ void gw_tp_destroy(struct gw_tp *tp)
 	/* Endpoint first: nothing refers to our buffers or ops after it. */
 	tp_fabric_close_ep(tp);
 	tp_ops_free(tp);
+}
+
+void gw_tp_destroy(struct gw_tp *tp)
+{
+	if (!tp)
+		return;
+	gw_tp_quiesce(tp);
 	while (tp->mrs) {
 		struct gw_tp_mr *m = tp->mrs;
 

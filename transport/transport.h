@@ -147,6 +147,15 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
  */
 void gw_tp_destroy(struct gw_tp *tp);
 
+/**
+ * gw_tp_quiesce() - gw_tp_destroy()'s first half: the goodbye, then close
+ * the endpoint and drop in-flight ops. Once it returns, no completion comes
+ * and no byte lands in a buffer any posted op named, so an owner may free
+ * them; tp then takes only gw_tp_mr_dereg() and gw_tp_destroy(). Accepts
+ * NULL and a tp already quiesced.
+ */
+void gw_tp_quiesce(struct gw_tp *tp);
+
 int gw_tp_rank(const struct gw_tp *tp);
 int gw_tp_size(const struct gw_tp *tp);
 /** gw_tp_provider() - name of the provider in use ("tcp;ofi_rxm"). */
