@@ -277,11 +277,14 @@ public:
 	// One round of progress; may unlock lk for a moment.
 	void progress(std::unique_lock<std::mutex> &lk);
 	void orphan(UnboundBuffer *ub);
+	// "rank 1", "ranks 1, 3": the peers of ub's pending operations.
+	std::string pendingPeers(const UnboundBuffer *ub, bool send);
 	// mu, taken ahead of the progress loop (posting); throws if unconnected.
 	std::unique_lock<std::mutex> lockToPost();
 
 	std::mutex mu; // the gradwire context, queues, buffers' counters
 	std::atomic<int> posting{0}; // threads that wait for mu to post
+	std::atomic<int> waiters{0}; // threads in UnboundBuffer::wait()
 	std::mutex handoffMu_;	      // with handoff_: a waiter lets them in
 	std::condition_variable handoff_;
 
@@ -728,11 +731,18 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 		return;
 	if (gw_)
 		gwg_progress(gw_, 1); // sleeps in the CQ until a completion, 1 ms at most
-	// Let threads that want to post go first (std::mutex is not fair), and
-	// wait for them in the kernel: a sched_yield() here handed the core to
-	// any busy neighbour for a whole time slice, on every round (the device
-	// ran at 0.07-0.4x Gloo's tcp device beside two CPU-bound processes).
-	if (posting.load() > 0) {
+	// Let other threads in (std::mutex is not fair). Other waiters (Gloo's
+	// worker threads, each on its own buffer) block on mu itself, and only a
+	// yield lets them take it. A lone waiter does not yield: beside busy
+	// processes every sched_yield() gave the core away for a whole time
+	// slice, each round (0.07-0.4x Gloo's tcp device beside two CPU-bound
+	// processes); threads that only want to post are waited for in the
+	// kernel, on a condition variable they signal once they hold mu.
+	if (waiters.load() > 1) {
+		lk.unlock();
+		std::this_thread::yield();
+		lk.lock();
+	} else if (posting.load() > 0) {
 		lk.unlock();
 		{
 			std::unique_lock<std::mutex> h(handoffMu_);
@@ -740,6 +750,27 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 		}
 		lk.lock();
 	}
+}
+
+std::string Context::pendingPeers(const UnboundBuffer *ub, bool send)
+{
+	std::vector<int> peers;
+
+	for (auto &kq : queues_)
+		for (auto &op : kq.second)
+			if (op->ub == ub && op->send == send)
+				peers.push_back(op->peer);
+	for (auto &op : anyops_)
+		if (op->ub == ub && !send)
+			peers.insert(peers.end(), op->any.begin(), op->any.end());
+	std::sort(peers.begin(), peers.end());
+	peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+	if (peers.empty())
+		return "no rank (nothing pending)";
+	std::string s = peers.size() == 1 ? "rank " : "ranks ";
+	for (size_t i = 0; i < peers.size(); i++)
+		s += (i ? ", " : "") + std::to_string(peers[i]);
+	return s;
 }
 
 void Context::orphan(UnboundBuffer *ub)
@@ -818,6 +849,11 @@ bool UnboundBuffer::wait(bool send, int *rank, milliseconds timeout)
 	if (timeout == ::gloo::transport::kUnsetTimeout)
 		timeout = ctx_->getTimeout();
 	auto deadline = Clock::now() + timeout;
+	struct Count {
+		std::atomic<int> &n;
+		explicit Count(std::atomic<int> &c) : n(c) { n++; }
+		~Count() { n--; }
+	} waiting(ctx_->waiters);
 	std::unique_lock<std::mutex> lk(ctx_->mu);
 
 	for (;;) {
@@ -837,11 +873,14 @@ bool UnboundBuffer::wait(bool send, int *rank, milliseconds timeout)
 				*rank = lastRank[send];
 			return true;
 		}
+		// Gloo's own words first ("Timed out"), as its tcp device says.
 		if (Clock::now() >= deadline)
 			GLOO_THROW_IO_EXCEPTION(
-				"gradwire: timed out after ", timeout.count(),
-				" ms waiting for a ", send ? "send" : "receive",
-				" on rank ", ctx_->rank);
+				"Timed out after ", timeout.count(), " ms waiting for a ",
+				send ? "send to " : "receive from ", ctx_->pendingPeers(this, send),
+				" on rank ", ctx_->rank, " (gradwire device; a peer that is only "
+				"slow needs a longer process group timeout: "
+				"init_process_group(timeout=...))");
 		ctx_->progress(lk);
 	}
 }

@@ -13,7 +13,9 @@ send/recv (blocking, a ring of isend/irecv, and recv from any rank), and
 through the library's probes that its traffic went through gradwire.
 From 3 processes on, frames are authenticated (GRADWIRE_MAC=required).
 Also: GRADWIRE_GLOO_COMPRESS=1 is refused at init with a message naming it,
-and a rank whose peer died gets an error (Gloo's timeout, 5 s), not a hang.
+and a rank whose peer died gets an error (Gloo's timeout, 5 s), not a hang;
+a receive that times out says "Timed out" (as Gloo's tcp device does) and
+names the peer.
 
 Usage: test_gloo.py LIB [NPROCS...]. Exit 77 (skip) without torch or LIB.
 """
@@ -197,6 +199,29 @@ def dead_peer(rank, port, lib, outdir):
     os._exit(0)
 
 
+def timed_out(rank, port, lib, outdir):
+    """Rank 1 is alive but never sends: rank 0's receive times out with
+    Gloo's words ("Timed out") and names the peer."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                      GLOO_DEVICE_TRANSPORT="GRADWIRE")
+    ctypes.CDLL(lib)
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=2))
+    t = torch.ones(10)
+    if rank == 1:
+        time.sleep(5)
+        os._exit(0)
+    t0 = time.monotonic()
+    try:
+        dist.recv(t, src=1)
+        msg = "the receive succeeded"
+    except RuntimeError as e:
+        msg = " ".join(str(e).split())
+    with open(os.path.join(outdir, "timeout.txt"), "w") as f:
+        f.write(f"{time.monotonic() - t0:.1f} {msg}")
+    os._exit(0)
+
+
 def run(size, lib, outdir):
     env = dict(os.environ)
     if size >= 3:  # frames authenticated (GMAC) on this run
@@ -268,6 +293,14 @@ def main():
         if "gradwire" not in msg or float(secs) > 30:
             fails += 1
             print("FAIL: a dead peer did not become a gradwire error in time")
+        mp.start_processes(timed_out, args=(free_port(), lib, d), nprocs=2,
+                           start_method="spawn")
+        with open(os.path.join(d, "timeout.txt")) as f:
+            secs, msg = f.read().split(" ", 1)
+        print(f"timeout: rank 0 gave up after {secs} s: {msg[:200]}")
+        if "Timed out" not in msg or "rank 1" not in msg or float(secs) > 4.5:
+            fails += 1
+            print("FAIL: a timeout did not say 'Timed out' and name rank 1 within 4.5 s")
         for size in sizes:
             fails += run(size, lib, d)
     print("PASS" if not fails else f"{fails} FAILURE(S)")
