@@ -177,13 +177,18 @@ def refuse_compress(rank, port, lib, outdir):
         f.write(msg)
 
 
-def dead_peer(rank, port, lib, outdir):
-    """Rank 1 dies; rank 0's next allreduce must fail, not hang."""
+def join_pair(rank, port, lib, timeout_s):
+    """A process group of 2 on the GRADWIRE device, Gloo's timeout timeout_s."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       GLOO_DEVICE_TRANSPORT="GRADWIRE")
     ctypes.CDLL(lib)
     dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=5))
+                            timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def dead_peer(rank, port, lib, outdir):
+    """Rank 1 dies; rank 0's next allreduce must fail, not hang."""
+    join_pair(rank, port, lib, 5)
     t = torch.ones(1000)
     dist.all_reduce(t)
     if rank == 1:
@@ -202,11 +207,7 @@ def dead_peer(rank, port, lib, outdir):
 def timed_out(rank, port, lib, outdir):
     """Rank 1 is alive but never sends: rank 0's receive times out with
     Gloo's words ("Timed out") and names the peer."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                      GLOO_DEVICE_TRANSPORT="GRADWIRE")
-    ctypes.CDLL(lib)
-    dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=2))
+    join_pair(rank, port, lib, 2)
     t = torch.ones(10)
     if rank == 1:
         time.sleep(5)
