@@ -218,7 +218,7 @@ int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
 
 /**
  * gw_ctx_failed_peer() - the peer of the first send or receive on ctx that
- * failed (a timeout, a dead peer, a rejected frame), or -1; *receiving (if
+ * failed to complete (a timeout, a dead peer), or -1; *receiving (if
  * not NULL) says whether it was a receive.
  */
 int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving);
