@@ -169,10 +169,8 @@ static int take(const struct link *l, int k, struct pkt **spare)
 }
 
 /* Forward until stdin closes, the lifetime ends, or a device goes. */
-static void forward(const struct link *l)
+static void run(const struct link *l, struct pkt **spare)
 {
-	struct pkt *spare = NULL;
-
 	while (now_us() < l->end_us) {
 		struct pollfd pf[3] = {
 			{.fd = l->fd[0], .events = POLLIN},
@@ -186,11 +184,13 @@ static void forward(const struct link *l)
 			struct pkt *p = pop();
 
 			/* A full device queue drops it, as a wire would. */
-			if (write(l->fd[p->to], p->data, p->len) < 0 && errno != EAGAIN)
+			if (write(l->fd[p->to], p->data, p->len) < 0 && errno != EAGAIN) {
+				free(p);
 				return;		/* the device is gone */
+			}
 			forwarded++;
-			free(spare);
-			spare = p;
+			free(*spare);
+			*spare = p;
 		}
 		if (qn)
 			wait_ms = (int)((q[0]->due_us - t + 999) / 1000);
@@ -199,9 +199,20 @@ static void forward(const struct link *l)
 		if (pf[2].revents)
 			return;		/* stdin closed or readable: the caller is done */
 		for (int k = 0; k < 2; k++)
-			if ((pf[k].revents & POLLIN) && take(l, k, &spare))
+			if ((pf[k].revents & POLLIN) && take(l, k, spare))
 				return;
 	}
+}
+
+/* run(), then free every packet still held. */
+static void forward(const struct link *l)
+{
+	struct pkt *spare = NULL;
+
+	run(l, &spare);
+	free(spare);
+	while (qn)
+		free(pop());
 }
 
 int main(int argc, char **argv)
@@ -229,5 +240,6 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	forward(&l);
 	printf("forwarded %llu dropped %llu reordered %llu\n", forwarded, dropped, reordered);
+	fflush(stdout);	/* before any exit-time check (LeakSanitizer) can end us */
 	return 0;
 }
