@@ -267,10 +267,11 @@ static int plugin_recv_bytes(struct gradwire_context *g, int peer,
 	return rc ? rc : gw_ctx_wait(g->ctx, &r);
 }
 
-static bool bad_reduce(const struct gradwire_context *g, const float *buf,
-		       uint64_t n, int op, unsigned flags)
+/* An allreduce's arguments, for a call on handle (a context or a queue). */
+static bool bad_reduce(const void *handle, const float *buf, uint64_t n,
+		       int op, unsigned flags)
 {
-	return !g || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
+	return !handle || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
 	       (flags & ~GRADWIRE_LOSSY);
 }
 
@@ -304,8 +305,7 @@ static int plugin_queue_submit(struct gradwire_queue *q, uint32_t id,
 			       float *buf, uint64_t n, int op, unsigned flags,
 			       uint64_t *ticket)
 {
-	if (!q || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
-	    (flags & ~GRADWIRE_LOSSY))
+	if (bad_reduce(q, buf, n, op, flags))
 		return -EINVAL;
 	return gw_queue_submit((struct gw_queue *)q, id, buf, n,
 			       (enum gw_coll_op)op, flags, ticket);

@@ -48,10 +48,11 @@
  * the queues and every buffer's counters. A waiter polls its context: it
  * tests every posted request (so a send completes even while its peer only
  * waits for other requests: ofi_rxm rendezvous), sleeps at most 1 ms on the
- * completion queue (woken by the kernel when one arrives), and lets threads
- * that want to post go first between rounds, waiting for them on a
- * condition variable, never with sched_yield(). Waits end at Gloo's
- * timeout with an IoException naming gradwire.
+ * completion queue (woken by the kernel when one arrives), and between
+ * rounds lets other threads in: other waiters by yielding the mutex, a
+ * thread that only wants to post by waiting for it on a condition
+ * variable; a lone waiter never yields. Waits end at Gloo's timeout with
+ * an IoException naming gradwire.
  */
 #define USE_C10D_GLOO 1
 
