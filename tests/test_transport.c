@@ -2,15 +2,18 @@
 /*
  * test_transport.c - the transport base over loopback, with forked ranks:
  * rings of 2 and 4 ranks (1 B to 64 MiB, every byte checked), all-to-all
- * with many tags in flight, receive timeouts, truncation, a peer killed
- * mid-transfer, forced registration, and the shm provider.
+ * with many tags in flight, receive timeouts, a wait that signals keep
+ * interrupting, truncation, a peer killed mid-transfer, forced
+ * registration, and the shm provider.
  *
  * Everything runs on "lo" (net, or tcp;ofi_rxm: tp_net_provider()) or shm;
  * nothing else is a target.
  * Each rank body returns 0 or a code naming the failed step, so a failure
  * message says which rank failed where.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +343,99 @@ static void test_timeout(void)
 
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 20, timeout_body, &tcp_env, codes), 0);
 	expect_codes("timeout", codes, 2, NULL);
+}
+
+/* ---- a signal during a wait ---------------------------------------------- */
+
+#define SIG_DELAY_MS 300
+#define SIG_LEN	     4096
+
+static volatile sig_atomic_t sig_seen;
+
+static void on_usr1(int s)
+{
+	(void)s;
+	sig_seen++;
+}
+
+struct pester {
+	pthread_t target;
+	atomic_bool stop;
+};
+
+/* Signal the waiting thread every 2 ms until told to stop. */
+static void *pester_main(void *arg)
+{
+	struct pester *p = arg;
+	struct timespec nap = {0, 2 * 1000000L};
+
+	while (!atomic_load(&p->stop)) {
+		pthread_kill(p->target, SIGUSR1);
+		nanosleep(&nap, NULL);
+	}
+	return NULL;
+}
+
+/*
+ * Rank 1 waits for a message that rank 0 sends SIG_DELAY_MS later, while a
+ * thread of its own signals it every 2 ms through a handler without
+ * SA_RESTART (a host's SIGCHLD or profiling handler, a debugger attaching):
+ * fi_cq_sread() then returns EINTR, which must not end the wait.
+ */
+static int signal_body(int rank, int size, const char *dir, void *arg)
+{
+	const struct tp_env *env = arg;
+	struct gw_store *st;
+	char buf[SIG_LEN];
+	int code = 0, err;
+	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
+
+	if (!tp)
+		return 2;
+	if (rank == 0) {
+		struct timespec nap = {0, SIG_DELAY_MS * 1000000L};
+
+		nanosleep(&nap, NULL);
+		tp_pattern(buf, SIG_LEN, 91);
+		if (gw_tp_send(tp, 1, 11, 0, buf, SIG_LEN) != SIG_LEN)
+			FAIL(1, 2, "send");
+	} else {
+		struct sigaction sa;
+		struct pester p = {pthread_self(), false};
+		pthread_t th;
+		ssize_t r;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_usr1;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGUSR1, &sa, NULL) || pthread_create(&th, NULL, pester_main, &p))
+			FAIL(1, 9, "sigaction / pthread_create");
+		memset(buf, 0xEE, SIG_LEN);
+		r = gw_tp_recv(tp, 0, 11, 0, buf, SIG_LEN);
+		atomic_store(&p.stop, true);
+		pthread_join(th, NULL);
+		printf("receive while signalled %d times: %zd\n", (int)sig_seen, r);
+		if (r != SIG_LEN)
+			FAIL(1, 2, "receive while signalled: %zd (%s)", r,
+			     gw_strerror((int)(r < 0 ? r : 0)));
+		if (tp_mismatch(buf, SIG_LEN, 91))
+			FAIL(1, 3, "receive while signalled: wrong bytes");
+		if (sig_seen < 10)
+			FAIL(1, 4, "only %d signals arrived during the wait", (int)sig_seen);
+	}
+	if (tp_barrier(st, rank, size, "signalled", TMO))
+		FAIL(2, 1, "barrier");
+out:
+	tp_close(tp, st);
+	return code;
+}
+
+static void test_signal_wait(void)
+{
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 20, signal_body, &tcp_env, codes), 0);
+	expect_codes("signal during a wait", codes, 2, NULL);
 }
 
 /* ---- a slow receiver: the sender runs far ahead --------------------------- */
@@ -795,6 +891,7 @@ int main(void)
 	    {"ring of 4 ranks, 1 B to 64 MiB", test_ring4},
 	    {"all-to-all, 48 tags in flight per rank", test_alltoall},
 	    {"receive timeout, then still usable", test_timeout},
+	    {"a signal during a wait does not end it", test_signal_wait},
 	    {"slow receiver: 24 sends ahead of their receives", test_slow_receiver},
 	    {"a sender that leaves at once loses nothing", test_sender_leaves},
 	    {"truncation is an error", test_truncation},

@@ -17,6 +17,8 @@
  *  - completions are read in batches of TP_BATCH;
  *  - an error entry becomes a negative errno on its op, with a log line that
  *    names the peer and the provider's text; it is never dropped;
+ *  - a signal that interrupts fi_cq_sread() (EINTR) is no error: the wait
+ *    goes on to its deadline;
  *  - no loop runs past a deadline: posting retries FI_EAGAIN until
  *    cfg.timeout_ms, waits stop at theirs, then cancel and drain.
  */
@@ -192,7 +194,10 @@ static int progress_once(struct gw_tp *tp, int timeout_ms)
 	} else {
 		n = fi_cq_read(tp->cq, ent, TP_BATCH);
 	}
-	if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT)
+	/* EINTR: a signal reached this thread in fi_cq_sread()'s poll (a
+	 * handler of the host's, a debugger attaching); nothing completed
+	 * and nothing failed, so the caller's deadline decides as always. */
+	if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR)
 		return 0;
 	if (n == -FI_EAVAIL)
 		return read_err(tp);
