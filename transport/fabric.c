@@ -13,10 +13,13 @@
  *    every buffer gets a descriptor (per request, or from a caller
  *    registration covering it).
  *  - providers, unless named: verbs;ofi_rxm, then net (libfabric's native
- *    TCP RDM endpoint with its own progress thread), then tcp;ofi_rxm.
- *    net fills a shaped 1 Gbit/s link both ways where tcp;ofi_rxm moved
- *    about half (docs/performance.md), and its automatic data progress
- *    lets waiters sleep in the kernel;
+ *    TCP RDM endpoint), then tcp;ofi_rxm. net fills a shaped 1 Gbit/s link
+ *    both ways where tcp;ofi_rxm moved about half (docs/performance.md),
+ *    and its automatic data progress lets waiters sleep in the kernel: in
+ *    1.17 that progress runs inside fi_cq_sread(), which also waits on the
+ *    provider's sockets (no provider thread: we open no EQ). Its 1.17
+ *    version stops reading a connection at a message that has no receive
+ *    posted yet and is over 128 bytes (transport.h, "Ordering");
  *  - the CQ has a file-descriptor wait object so waiters sleep in
  *    fi_cq_sread(); a provider without one gets a CQ without wait object
  *    and waiters back off. Not FI_WAIT_UNSPEC: shm 1.17 then picks a

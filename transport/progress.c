@@ -10,10 +10,13 @@
  *  - waiting sleeps: in fi_cq_sread() when the CQ has a wait object, else a
  *    backoff of sched_yield() then nanosleep() up to 1 ms. Ranks may
  *    outnumber cores, and a spinning waiter steals the core its peer needs;
- *  - with a provider that progresses by itself (FI_PROGRESS_AUTO: net) a
- *    waiter never polls: the kernel wakes it when the provider's thread
- *    signals the CQ. Polling there only took the core from that thread
- *    and, with busy neighbours, cost a scheduler slice per sched_yield();
+ *  - with a provider that reports FI_PROGRESS_AUTO (net) a waiter never
+ *    polls: it sleeps in fi_cq_sread(), whose wait set holds the provider's
+ *    socket epoll fd, and the provider moves the bytes inside that call
+ *    when a socket is ready. (libfabric 1.17's net starts a thread of its
+ *    own only once an EQ whose wait object is no fd is opened; we open no
+ *    EQ, so its data moves only inside our CQ calls and posts.) Polling
+ *    cost, with busy neighbours, a scheduler slice per sched_yield();
  *  - completions are read in batches of TP_BATCH;
  *  - an error entry becomes a negative errno on its op, with a log line that
  *    names the peer and the provider's text; it is never dropped;
@@ -242,8 +245,8 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 	if (n)
 		goto out;
 	if (tp->auto_progress && tp->blocking && tp->cfg.spin_us >= 0) {
-		/* The provider's own thread moves the bytes and signals the
-		 * CQ's wait object: sleep in the kernel until it does. */
+		/* fi_cq_sread() waits on the provider's sockets too and
+		 * progresses them when they are ready: sleep in the kernel. */
 		n = progress_once(tp, (int)(left < TP_AUTO_SLEEP_MS ? left : TP_AUTO_SLEEP_MS));
 		goto out;
 	}

@@ -28,6 +28,17 @@
  *         zeroed tag matches nothing. slot: a logical stream (a tensor, a
  *         collective's chunk). seq: the message number within the slot.
  *
+ * Ordering: messages from one peer match their receives in any order, but
+ * over libfabric 1.17's net a message that arrives before its receive is
+ * posted and is over 128 bytes stops that peer's connection: nothing later
+ * from that peer is read until that receive is posted (net holds up to
+ * FI_NET_MAX_SAVED, 4, smaller ones). So a receive may wait for another
+ * receive, on another slot, to be posted first; tcp;ofi_rxm holds early
+ * messages of any size instead. A host that posts from several threads
+ * must let each of them post while another waits (plugin/gloo/device.cc:
+ * a waiter that kept the context's lock from a thread destroying a buffer
+ * hung the Gloo test over net).
+ *
  * Errors: every function returns 0 or a negative errno (sizes as ssize_t).
  * Nothing waits without a deadline.
  */
