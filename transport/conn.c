@@ -792,26 +792,39 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	return 0;
 }
 
-int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
-		       const void *buf, size_t len, struct gw_ctx_req *r)
+int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot,
+			const void *head, size_t hlen, const void *buf, size_t len,
+			struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
 	int rc;
 
+	if (hlen > GW_MAX_ELEMS || (hlen && !head))
+		return -EINVAL;
 	rc = req_begin(ctx, peer, slot, buf, len, r, &cs);
 	if (rc)
 		return rc;
+	if (len > GW_MAX_ELEMS - hlen)
+		return -EINVAL;
 	if (cs->sbusy)
 		return -EBUSY;
 	rc = buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
-			 gw_frame_bound(len, cs->c->hs.mac));
+			 gw_frame_bound(hlen + len, cs->c->hs.mac));
 	if (rc)
 		return rc;
+	if (hlen)
+		memcpy(cs->sbuf + GW_FRAME_HDR, head, hlen);
 	if (len)
-		memcpy(cs->sbuf + GW_FRAME_HDR, buf, len);
-	rc = post_frame(ctx, cs, GW_FRAME_BYTES, 0, len, r);
-	r->n = len;
+		memcpy(cs->sbuf + GW_FRAME_HDR + hlen, buf, len);
+	rc = post_frame(ctx, cs, GW_FRAME_BYTES, 0, hlen + len, r);
+	r->n = hlen + len;
 	return rc;
+}
+
+int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
+		       const void *buf, size_t len, struct gw_ctx_req *r)
+{
+	return gw_ctx_isend_bytes2(ctx, peer, slot, NULL, 0, buf, len, r);
 }
 
 int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
@@ -950,6 +963,23 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 			 gw_frame_bound(len, cs->c->hs.mac), 0, false, r);
 }
 
+int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
+		       struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	int rc;
+
+	rc = req_begin(ctx, peer, slot, NULL, 0, r, &cs);
+	if (rc)
+		return rc;
+	if (cap > GW_MAX_ELEMS)
+		return -EINVAL;
+	rc = post_recv(ctx, cs, GW_FRAME_BYTES, NULL, cap,
+		       gw_frame_bound(cap, cs->c->hs.mac), 0, false, r);
+	r->upto = 1;
+	return rc;
+}
+
 /* Authenticate, check and deliver a received frame of flen bytes in cs
  * (a direct receive: its headers in cs->rbuf, the values already in dst). */
 static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
@@ -987,11 +1017,17 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 		goto accept;
 	}
 	if (h.kind == GW_FRAME_BYTES) {
-		why = "a byte message of another length";
-		if (h.len != r->n)
+		why = r->upto ? "a byte message longer than the receive posted for"
+			      : "a byte message of another length";
+		if (r->upto ? h.len > r->n : h.len != r->n)
 			goto reject;
-		if (h.len)
+		r->n = h.len;
+		if (!r->dst) {	/* gw_ctx_irecv_frame(): left in the frame */
+			r->payload = body;
+			r->payload_len = h.len;
+		} else if (h.len) {
 			memcpy(r->dst, body, h.len);
+		}
 		goto accept;
 	}
 	rc = gw_payload_parse(body, h.len, &p);
@@ -1107,7 +1143,7 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	if (r->dir == 1 && cs->stash)
 		cs->stash = 0;
 	else	/* cancels and drains, or finds it complete */
-		got = gw_tp_wait(ctx->tp, &r->tp, 0);
+		got = gw_tp_cancel(ctx->tp, &r->tp);
 	if (r->dir == 0) {
 		cs->sbusy = false;
 		if (r->res && got >= 0)	/* it left after all */
@@ -1168,7 +1204,7 @@ int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r)
 
 	if (!cs || r->ctx != ctx || r->dir != 1 || r->direct)
 		return -EINVAL;
-	got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r->tp, 0);
+	got = cs->stash ? (ssize_t)cs->stash : gw_tp_cancel(ctx->tp, &r->tp);
 	r->cs = NULL;
 	cs->rbusy = false;
 	if (got >= 0) {

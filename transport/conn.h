@@ -84,8 +84,10 @@ struct gw_ctx_req {
 	uint32_t seq;
 	uint8_t kind, dir, add, lossy;
 	uint8_t direct;			/* receives: straight into dst (ZEROCOPY) */
-	/* A completed tensor receive: its payload, as it arrived (verified),
-	 * for gw_ctx_isend_fwd(); valid until the next receive on its slot. */
+	uint8_t upto;			/* byte receives: any length up to n */
+	/* A completed tensor receive (or a byte receive without dst): its
+	 * payload, as it arrived (verified), for gw_ctx_isend_fwd(); valid
+	 * until the next receive on its slot. */
 	const uint8_t *payload;
 	size_t payload_len;
 };
@@ -156,6 +158,23 @@ int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
 		       const void *buf, size_t len, struct gw_ctx_req *r);
 int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 		       size_t len, struct gw_ctx_req *r);
+/**
+ * gw_ctx_isend_bytes2() - one exact byte message of head then buf (both
+ * copied into the frame at once), so a host can prefix what the receiver
+ * needs to place the bytes.
+ */
+int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot,
+			const void *head, size_t hlen, const void *buf, size_t len,
+			struct gw_ctx_req *r);
+/**
+ * gw_ctx_irecv_frame() - receive the next byte message on (peer, slot) of
+ * any length up to cap and leave it in the frame buffer: after a
+ * successful gw_ctx_wait(), r->payload and r->payload_len are its bytes
+ * (authenticated), valid until the next receive on that slot is posted.
+ * A longer message is an error (-EPROTO, logged), never a truncation.
+ */
+int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
+		       struct gw_ctx_req *r);
 
 /**
  * gw_ctx_wait() - complete r: a send commits its residual; a receive is

@@ -555,6 +555,13 @@ int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeou
 	return first;
 }
 
+ssize_t gw_tp_cancel(struct gw_tp *tp, struct gw_tp_req *req)
+{
+	if (!tp || !req || !req->op)
+		return -EINVAL;
+	return finish(tp, req, -ECANCELED);
+}
+
 int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req)
 {
 	if (!tp || !req || !req->op)

@@ -298,6 +298,12 @@ ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms);
  */
 int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeout_ms);
 /**
+ * gw_tp_cancel() - take back req now: cancelled and drained as at a
+ * deadline, but on purpose (no warning). Return: its result when it had
+ * completed (never lost), else -ECANCELED; -EINVAL when not posted.
+ */
+ssize_t gw_tp_cancel(struct gw_tp *tp, struct gw_tp_req *req);
+/**
  * gw_tp_test() - progress once without sleeping.
  * Return: 1 when req has completed (gw_tp_wait() then returns at once), 0 when
  * not yet, -EINVAL for a request not in flight.
