@@ -10,7 +10,7 @@ MASTER_PORT), so ranks can run in different network namespaces.
 
   --device tcp       Gloo's own tcp device (GLOO_SOCKET_IFNAME picks the
                      interface)
-  --device gradwire  GLOO_DEVICE_TRANSPORT=GRADWIRE, libgradwire_gloo.so
+  --device gradwire  GLOO_DEVICE_TRANSPORT=GRADWIRE, libgradwire_gloo_torch.so
                      loaded first (--lib); GRADWIRE_* variables apply
 
 For each size: warm-up calls, then --iters calls of dist.all_reduce on
@@ -97,7 +97,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("tcp", "gradwire"), default="tcp")
     p.add_argument("--lib", default=os.environ.get("GW_GLOO_LIB", ""),
-                   help="libgradwire_gloo.so (--device gradwire)")
+                   help="libgradwire_gloo_torch.so (--device gradwire)")
     p.add_argument("-b", "--begin", default="1M")
     p.add_argument("-e", "--end", default="64M")
     p.add_argument("-f", "--factor", type=int, default=4)

@@ -111,6 +111,28 @@ int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf,
 				  (struct gw_ctx_req *)r);
 }
 
+int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head,
+	       size_t hlen, const void *buf, size_t len, struct gwg_req *r)
+{
+	return gw_ctx_isend_bytes2((struct gw_ctx *)c, peer, slot, head, hlen, buf,
+				   len, (struct gw_ctx_req *)r);
+}
+
+int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap,
+		    struct gwg_req *r)
+{
+	return gw_ctx_irecv_frame((struct gw_ctx *)c, peer, slot, cap,
+				  (struct gw_ctx_req *)r);
+}
+
+void gwg_req_frame(const struct gwg_req *r, const void **bytes, size_t *len)
+{
+	const struct gw_ctx_req *q = (const struct gw_ctx_req *)r;
+
+	*bytes = q->payload;
+	*len = q->payload_len;
+}
+
 int gwg_test(struct gwg_ctx *c, struct gwg_req *r)
 {
 	struct gw_ctx_req *q = (struct gw_ctx_req *)r;

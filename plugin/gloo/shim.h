@@ -58,6 +58,18 @@ int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf,
 	      size_t len, struct gwg_req *r);
 int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf,
 	      size_t len, struct gwg_req *r);
+/** One message of head then buf (a bound buffer's offset, then its bytes). */
+int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head,
+	       size_t hlen, const void *buf, size_t len, struct gwg_req *r);
+/**
+ * gwg_irecv_frame() - receive a message of up to cap bytes and leave it in
+ * gradwire's frame buffer; after gwg_finish(), gwg_req_frame() gives it.
+ */
+int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap,
+		    struct gwg_req *r);
+/** gwg_req_frame() - a finished gwg_irecv_frame()'s bytes (valid until the
+ * next receive on its slot is posted). */
+void gwg_req_frame(const struct gwg_req *r, const void **bytes, size_t *len);
 /** gwg_test() - progress once: 1 when r completed, 0 not yet, or -errno. */
 int gwg_test(struct gwg_ctx *c, struct gwg_req *r);
 /**

@@ -3,7 +3,7 @@
 """test_gloo.py - torch.distributed (backend gloo) over the GRADWIRE device.
 
 Runs the same battery of collectives with Gloo's stock tcp device and with
-GLOO_DEVICE_TRANSPORT=GRADWIRE (libgradwire_gloo.so loaded with ctypes), on
+GLOO_DEVICE_TRANSPORT=GRADWIRE (libgradwire_gloo_torch.so loaded with ctypes), on
 2 and 3 processes over loopback, and checks that every result is bit for
 bit the same under both devices and equal to the value computed here:
 allreduce (sum, max; float32, int64; 16 MiB float32), concurrent async

@@ -1,0 +1,783 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_algos.cc - Gloo's own algorithms over the GRADWIRE device, next to
+ * Gloo's tcp device (GoogleTest).
+ *
+ * For 1 to 5 ranks, as threads of this process (each with its own device
+ * and context, as Gloo's own tests run) and as processes (this binary
+ * started again with --child), every rank runs the battery below: Gloo's
+ * classic algorithm classes, which use bound buffers (allreduce ring,
+ * ring-chunked, halving-doubling, bcube; reduce-scatter; broadcast; the
+ * barriers; allgather ring), and the new-style functions, which use
+ * unbound buffers (allreduce ring and bcube, reduce, allgather, broadcast,
+ * gather, scatter, alltoall, barrier), at sizes from 0 to 4 MiB. Inputs are
+ * seeded random floats, so the order of the sums shows: every result must
+ * be bit for bit the one Gloo's tcp device gives, and close to the sum
+ * computed here. Then the failure cases: a killed peer and a timeout give
+ * gloo::IoException (the latter saying "Timed out"), a pair closed under a
+ * waiting thread ends its wait with one, a malformed bound message fails
+ * only its buffer, and empty operations past a buffer's end are accepted,
+ * as tcp accepts them.
+ *
+ * Run with the loopback interface: FI_NET_IFACE=lo / FI_TCP_IFACE=lo and a
+ * GRADWIRE_PROVIDER; Gloo's tcp device binds 127.0.0.1.
+ */
+#include <gloo/allgather.h>
+#include <gloo/allgather_ring.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/barrier_all_to_one.h>
+#include <gloo/broadcast.h>
+#include <gloo/broadcast_one_to_all.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/reduce_scatter.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradwire/gloo.h"
+
+namespace {
+
+using Ctx = std::shared_ptr<gloo::rendezvous::Context>;
+using Results = std::map<std::string, std::vector<float>>;
+using std::chrono::milliseconds;
+
+constexpr int kSkip = 77;
+const std::vector<size_t> kCounts = { 0, 1, 10, 1000, 262144 };
+constexpr size_t kBig = 1 << 20; // 4 MiB of floats, for the allreduces
+std::string g_self;		 // this binary, for --child
+
+std::shared_ptr<gloo::transport::Device> makeDevice(bool gw)
+{
+	if (gw)
+		return gradwire::gloo::CreateDevice();
+	gloo::transport::tcp::attr a("127.0.0.1");
+	return gloo::transport::tcp::CreateDevice(a);
+}
+
+Ctx connect(int rank, int size, bool gw, gloo::rendezvous::Store &store,
+	    milliseconds timeout = milliseconds(10000))
+{
+	auto dev = makeDevice(gw);
+	auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+
+	ctx->setTimeout(timeout);
+	ctx->connectFullMesh(store, dev);
+	return ctx;
+}
+
+// Seeded inputs that differ per rank, case and element.
+std::vector<float> input(int rank, size_t count, unsigned salt)
+{
+	std::mt19937 gen(1000u * salt + (unsigned)rank);
+	std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+	std::vector<float> v(count);
+
+	for (auto &x : v)
+		x = d(gen);
+	return v;
+}
+
+std::vector<float> sumOf(int size, size_t count, unsigned salt)
+{
+	std::vector<float> s(count, 0.0f);
+
+	for (int r = 0; r < size; r++) {
+		auto v = input(r, count, salt);
+		for (size_t i = 0; i < count; i++)
+			s[i] += v[i];
+	}
+	return s;
+}
+
+// The battery: name -> this rank's output. A case that throws records its
+// message instead (so the two devices must agree on what they refuse too).
+Results battery(const std::shared_ptr<gloo::Context> &ctx)
+{
+	const int rank = ctx->rank, size = ctx->size;
+	Results out;
+	unsigned salt = 0;
+	bool broken = false;
+	auto record = [&](const std::string &name, const std::function<std::vector<float>()> &fn) {
+		// GW_ALGOS_ONLY=a,b runs only the cases whose names contain a or b.
+		if (const char *only = getenv("GW_ALGOS_ONLY")) {
+			std::string l = std::string(",") + only + ",", hit;
+			bool any = false;
+			for (size_t i = 0, j; (j = l.find(',', i + 1)) != std::string::npos; i = j)
+				any = any || (j > i + 1 && name.find(l.substr(i + 1, j - i - 1)) !=
+								  std::string::npos);
+			if (!any)
+				return;
+		}
+		if (getenv("GW_ALGOS_TRACE"))
+			std::fprintf(stderr, "%ld rank %d: %s\n",
+				     (long)std::chrono::duration_cast<milliseconds>(
+					     std::chrono::steady_clock::now().time_since_epoch())
+					     .count() % 100000,
+				     rank, name.c_str());
+		if (broken)
+			return;
+		try {
+			out[name] = fn();
+		} catch (const gloo::IoException &e) {
+			// A timeout or a dead peer: the ranks are out of step now,
+			// so the rest would only time out too.
+			std::string m = std::string("failed: ") + e.what();
+			out[name] = std::vector<float>(m.begin(), m.end());
+			broken = true;
+		} catch (const std::exception &e) {
+			std::string m = std::string("threw: ") + e.what();
+			out[name] = std::vector<float>(m.begin(), m.end());
+		}
+	};
+
+	// An allreduce's result must be the sum (to rounding: Gloo sums in
+	// another order than sumOf()); checked on the first elements.
+	auto summed = [&](const std::string &name, const std::vector<float> &v,
+			  unsigned s) {
+		auto want = sumOf(size, std::min<size_t>(v.size(), 64), s);
+		bool ok = true;
+
+		for (size_t i = 0; i < want.size(); i++)
+			ok = ok && std::fabs(want[i] - v[i]) <= 1e-5f * (float)size;
+		out[name + "#sum"] = { ok ? 1.0f : 0.0f };
+		return v;
+	};
+
+	for (size_t count : kCounts) {
+		std::string n = "/" + std::to_string(count);
+		int c = (int)count;
+
+		record("allreduce_ring" + n, [&] {
+			unsigned s0 = ++salt;
+			auto v = input(rank, count, s0);
+			gloo::AllreduceRing<float>(ctx, { v.data() }, c).run();
+			return summed("allreduce_ring" + n, v, s0);
+		});
+		record("allreduce_ring_chunked" + n, [&] {
+			unsigned s0 = ++salt;
+			auto v = input(rank, count, s0);
+			gloo::AllreduceRingChunked<float>(ctx, { v.data() }, c).run();
+			return summed("allreduce_ring_chunked" + n, v, s0);
+		});
+		record("allreduce_halving_doubling" + n, [&] {
+			unsigned s0 = ++salt;
+			auto v = input(rank, count, s0);
+			gloo::AllreduceHalvingDoubling<float>(ctx, { v.data() }, c).run();
+			return summed("allreduce_halving_doubling" + n, v, s0);
+		});
+		record("allreduce_bcube" + n, [&] {
+			unsigned s0 = ++salt;
+			auto v = input(rank, count, s0);
+			gloo::AllreduceBcube<float>(ctx, { v.data() }, c).run();
+			return summed("allreduce_bcube" + n, v, s0);
+		});
+		record("reduce_scatter" + n, [&] {
+			auto v = input(rank, count, ++salt);
+			std::vector<int> elems(size, c / size);
+			elems[size - 1] += c % size;
+			gloo::ReduceScatterHalvingDoubling<float>(ctx, { v.data() }, c, elems)
+				.run();
+			return v;
+		});
+		record("broadcast_one_to_all" + n, [&] {
+			auto v = input(rank, count, ++salt);
+			gloo::BroadcastOneToAll<float>(ctx, { v.data() }, count, size - 1).run();
+			return v;
+		});
+		record("allgather_ring" + n, [&] {
+			if (!count && size > 2) // Gloo's tcp device times out on it
+				return std::vector<float>();
+			auto v = input(rank, count, ++salt);
+			std::vector<float> all(count * size);
+			gloo::AllgatherRing<float>(ctx, { v.data() }, all.data(), c).run();
+			return all;
+		});
+		record("new_allreduce_ring" + n, [&] {
+			unsigned s0 = ++salt;
+			auto v = input(rank, count, s0);
+			std::vector<float> o(count);
+			gloo::AllreduceOptions opts(ctx);
+			opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+			opts.setInput(v.data(), count);
+			opts.setOutput(o.data(), count);
+			opts.setReduceFunction(
+				static_cast<void (*)(void *, const void *, const void *, size_t)>(
+					&gloo::sum<float>));
+			opts.setTag(++salt);
+			gloo::allreduce(opts);
+			return summed("new_allreduce_ring" + n, o, s0);
+		});
+		record("new_allreduce_bcube" + n, [&] {
+			unsigned s0 = ++salt;
+			auto v = input(rank, count, s0);
+			std::vector<float> o(count);
+			gloo::AllreduceOptions opts(ctx);
+			opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+			opts.setInput(v.data(), count);
+			opts.setOutput(o.data(), count);
+			opts.setReduceFunction(
+				static_cast<void (*)(void *, const void *, const void *, size_t)>(
+					&gloo::sum<float>));
+			opts.setTag(++salt);
+			gloo::allreduce(opts);
+			return summed("new_allreduce_bcube" + n, o, s0);
+		});
+		record("new_reduce" + n, [&] {
+			auto v = input(rank, count, ++salt);
+			std::vector<float> o(count);
+			gloo::ReduceOptions opts(ctx);
+			opts.setInput(v.data(), count);
+			opts.setOutput(o.data(), count);
+			opts.setRoot(0);
+			opts.setReduceFunction(
+				static_cast<void (*)(void *, const void *, const void *, size_t)>(
+					&gloo::sum<float>));
+			opts.setTag(++salt);
+			gloo::reduce(opts);
+			return rank == 0 ? o : std::vector<float>();
+		});
+		record("new_allgather" + n, [&] {
+			if (!count) // Gloo divides by it (SIGFPE on every device)
+				return std::vector<float>();
+			auto v = input(rank, count, ++salt);
+			std::vector<float> o(count * size);
+			gloo::AllgatherOptions opts(ctx);
+			opts.setInput(v.data(), count);
+			opts.setOutput(o.data(), count * size);
+			opts.setTag(++salt);
+			gloo::allgather(opts);
+			return o;
+		});
+		record("new_broadcast" + n, [&] {
+			auto v = input(rank, count, ++salt);
+			gloo::BroadcastOptions opts(ctx);
+			if (rank == size - 1)
+				opts.setInput(v.data(), count);
+			opts.setOutput(v.data(), count);
+			opts.setRoot(size - 1);
+			opts.setTag(++salt);
+			gloo::broadcast(opts);
+			return v;
+		});
+		record("new_gather" + n, [&] {
+			auto v = input(rank, count, ++salt);
+			std::vector<float> o(count * size);
+			gloo::GatherOptions opts(ctx);
+			opts.setInput(v.data(), count);
+			if (rank == 0)
+				opts.setOutput(o.data(), count * size);
+			opts.setRoot(0);
+			opts.setTag(++salt);
+			gloo::gather(opts);
+			return rank == 0 ? o : std::vector<float>();
+		});
+		record("new_scatter" + n, [&] {
+			std::vector<std::vector<float>> in;
+			std::vector<float *> ptrs;
+			for (int r = 0; r < size; r++)
+				in.push_back(input(r, count, ++salt));
+			for (auto &x : in)
+				ptrs.push_back(x.data());
+			std::vector<float> o(count);
+			gloo::ScatterOptions opts(ctx);
+			if (rank == 0)
+				opts.setInputs(ptrs, count);
+			opts.setOutput(o.data(), count);
+			opts.setRoot(0);
+			opts.setTag(++salt);
+			gloo::scatter(opts);
+			return o;
+		});
+		record("new_alltoall" + n, [&] {
+			auto v = input(rank, count * size, ++salt);
+			std::vector<float> o(count * size);
+			gloo::AlltoallOptions opts(ctx);
+			opts.setInput(v.data(), count * size);
+			opts.setOutput(o.data(), count * size);
+			opts.setTag(++salt);
+			gloo::alltoall(opts);
+			return o;
+		});
+	}
+	record("barrier_all_to_all", [&] {
+		gloo::BarrierAllToAll(ctx).run();
+		return std::vector<float>{ 1.0f };
+	});
+	record("barrier_all_to_one", [&] {
+		gloo::BarrierAllToOne(ctx, size - 1).run();
+		return std::vector<float>{ 1.0f };
+	});
+	record("new_barrier", [&] {
+		gloo::BarrierOptions opts(ctx);
+		opts.setTag(++salt);
+		gloo::barrier(opts);
+		return std::vector<float>{ 1.0f };
+	});
+	record("allreduce_ring/4MiB", [&] {
+		unsigned s0 = ++salt;
+		auto v = input(rank, kBig, s0);
+		gloo::AllreduceRing<float>(ctx, { v.data() }, (int)kBig).run();
+		return summed("allreduce_ring/4MiB", v, s0);
+	});
+	record("new_allreduce_ring/4MiB", [&] {
+		unsigned s0 = ++salt;
+		auto v = input(rank, kBig, s0);
+		std::vector<float> o(kBig);
+		gloo::AllreduceOptions opts(ctx);
+		opts.setInput(v.data(), kBig);
+		opts.setOutput(o.data(), kBig);
+		opts.setReduceFunction(
+			static_cast<void (*)(void *, const void *, const void *, size_t)>(
+				&gloo::sum<float>));
+		opts.setTag(++salt);
+		gloo::allreduce(opts);
+		return summed("new_allreduce_ring/4MiB", o, s0);
+	});
+	return out;
+}
+
+// Every rank of size as a thread of this process, each with its own device.
+std::vector<Results> threads(int size, bool gw)
+{
+	gloo::rendezvous::HashStore store;
+	std::vector<Results> res(size);
+	std::vector<std::string> errs(size);
+	std::vector<std::thread> t;
+
+	for (int r = 0; r < size; r++)
+		t.emplace_back([&, r] {
+			try {
+				gloo::rendezvous::PrefixStore ps(gw ? "gw" : "tcp", store);
+				res[r] = battery(connect(r, size, gw, ps));
+			} catch (const std::exception &e) {
+				errs[r] = e.what();
+			}
+		});
+	for (auto &x : t)
+		x.join();
+	for (int r = 0; r < size; r++)
+		EXPECT_EQ(errs[r], "") << "rank " << r << " of " << size;
+	return res;
+}
+
+void save(const Results &res, const std::string &path)
+{
+	std::ofstream f(path, std::ios::binary);
+
+	for (auto &kv : res) {
+		uint64_t nl = kv.first.size(), nv = kv.second.size();
+		f.write((const char *)&nl, 8).write(kv.first.data(), (std::streamsize)nl);
+		f.write((const char *)&nv, 8).write((const char *)kv.second.data(),
+						    (std::streamsize)(nv * sizeof(float)));
+	}
+}
+
+Results load(const std::string &path)
+{
+	std::ifstream f(path, std::ios::binary);
+	Results res;
+	uint64_t nl, nv;
+
+	while (f.read((char *)&nl, 8)) {
+		std::string k(nl, '\0');
+		f.read(&k[0], (std::streamsize)nl).read((char *)&nv, 8);
+		std::vector<float> v(nv);
+		f.read((char *)v.data(), (std::streamsize)(nv * sizeof(float)));
+		res[k] = std::move(v);
+	}
+	return res;
+}
+
+std::string tempDir()
+{
+	char tmpl[] = "/tmp/gw-gloo-XXXXXX";
+	const char *d = mkdtemp(tmpl);
+
+	if (!d)
+		std::abort();
+	return d;
+}
+
+// Every rank as a process: this binary again, with --child.
+std::vector<Results> processes(int size, bool gw)
+{
+	std::string dir = tempDir();
+	std::vector<pid_t> pids;
+	std::vector<Results> res(size);
+
+	for (int r = 0; r < size; r++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			std::string rs = std::to_string(r), ns = std::to_string(size);
+			execl(g_self.c_str(), g_self.c_str(), "--child", rs.c_str(),
+			      ns.c_str(), gw ? "gw" : "tcp", dir.c_str(), (char *)nullptr);
+			_exit(127);
+		}
+		pids.push_back(pid);
+	}
+	for (int r = 0; r < size; r++) {
+		int st = 0;
+		waitpid(pids[r], &st, 0);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			<< "rank " << r << " of " << size << " exited with status " << st;
+		res[r] = load(dir + "/out." + std::to_string(r));
+	}
+	std::string rm = "rm -rf " + dir;
+	if (system(rm.c_str()) != 0)
+		std::fprintf(stderr, "could not remove %s\n", dir.c_str());
+	return res;
+}
+
+int child(int rank, int size, bool gw, const std::string &dir)
+{
+	try {
+		gloo::rendezvous::FileStore store(dir);
+		save(battery(connect(rank, size, gw, store)),
+		     dir + "/out." + std::to_string(rank));
+		return 0;
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+		return 1;
+	}
+}
+
+// Compare every rank's results under both devices: bit for bit, or both
+// refused; a timeout or dead peer ("failed: ") is always wrong. Then the
+// allreduces: each "#sum" entry says whether the result was the sum. Gloo's
+// bcube gives something else when there are fewer elements than ranks, on
+// every device; those are reported, and only count if tcp got the sum.
+void compare(const std::vector<Results> &gw, const std::vector<Results> &tcp, int size)
+{
+	size_t same = 0, threw = 0, sums = 0, gloos = 0;
+
+	ASSERT_EQ(gw.size(), tcp.size());
+	for (int r = 0; r < size; r++) {
+		std::map<std::string, int> names;
+		for (auto &kv : tcp[r])
+			names[kv.first] |= 1;
+		for (auto &kv : gw[r])
+			names[kv.first] |= 2;
+		for (auto &n : names) {
+			const std::string &name = n.first;
+			auto g0 = gw[r].find(name), t0 = tcp[r].find(name);
+			static const std::vector<float> none;
+			const auto &gv = g0 != gw[r].end() ? g0->second : none;
+			const auto &tv = t0 != tcp[r].end() ? t0->second : none;
+			std::string t(tv.begin(), tv.end()), g(gv.begin(), gv.end());
+			EXPECT_EQ(n.second, 3) << name << " on rank " << r << " ran under "
+					       << (n.second == 1 ? "tcp only" : "gradwire only")
+					       << ": " << g;
+			EXPECT_NE(g.rfind("failed: ", 0), 0u) << name << " on rank " << r << ": " << g;
+			EXPECT_NE(t.rfind("failed: ", 0), 0u)
+				<< name << " on rank " << r << " (tcp): " << t;
+			bool tcpThrew = t.rfind("threw: ", 0) == 0 && tv.size() > 7,
+			     gwThrew = g.rfind("threw: ", 0) == 0 && gv.size() > 7;
+			if (tcpThrew || gwThrew) {
+				// Both refuse it (messages differ), or neither.
+				EXPECT_EQ(tcpThrew, gwThrew)
+					<< name << " on rank " << r << ": tcp '" << t
+					<< "' gradwire '" << g << "'";
+				threw++;
+				continue;
+			}
+			if (gv.size() == tv.size() &&
+			    std::memcmp(gv.data(), tv.data(), gv.size() * sizeof(float)) == 0)
+				same++;
+			else
+				ADD_FAILURE() << name << " on rank " << r
+					      << ": GRADWIRE and tcp results differ";
+			if (name.find("#sum") == std::string::npos)
+				continue;
+			if (tv == std::vector<float>{ 1.0f })
+				sums++;
+			else
+				gloos += r == 0;
+		}
+	}
+	EXPECT_GT(same, (size_t)size * 60) << threw << " cases threw";
+	EXPECT_GE(sums, (size_t)size * 15);
+	std::printf("%d ranks: %zu results bit-identical to Gloo's tcp device (%zu "
+		    "allreduces checked against the sum), %zu refused by both, %zu "
+		    "allreduces not the sum on either device (Gloo's own)\n",
+		    size, same, sums, threw, gloos);
+}
+
+class Ranks : public ::testing::TestWithParam<int> {};
+
+TEST_P(Ranks, Threads)
+{
+	int n = GetParam();
+	auto gw = threads(n, true);
+	auto tcp = threads(n, false);
+
+	compare(gw, tcp, n);
+}
+
+TEST_P(Ranks, Processes)
+{
+	int n = GetParam();
+	auto gw = processes(n, true);
+	auto tcp = processes(n, false);
+
+	compare(gw, tcp, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(OneToFive, Ranks, ::testing::Values(1, 2, 3, 4, 5));
+
+// Two ranks as threads, each running fn(ctx, rank).
+void pair(const std::function<void(const Ctx &, int)> &fn, milliseconds timeout)
+{
+	gloo::rendezvous::HashStore store;
+	std::vector<std::string> errs(2);
+	std::vector<std::thread> t;
+
+	for (int r = 0; r < 2; r++)
+		t.emplace_back([&, r] {
+			try {
+				fn(connect(r, 2, true, store, timeout), r);
+			} catch (const std::exception &e) {
+				errs[r] = e.what();
+			}
+		});
+	for (auto &x : t)
+		x.join();
+	EXPECT_EQ(errs[0], "");
+	EXPECT_EQ(errs[1], "");
+}
+
+TEST(Failures, TimeoutSaysTimedOut)
+{
+	pair([](const Ctx &ctx, int rank) {
+		float x = 0;
+		auto ub = ctx->createUnboundBuffer(&x, sizeof(x));
+		auto recv = ctx->getPair(1 - rank)->createRecvBuffer(40, &x, sizeof(x));
+		std::string msg;
+
+		if (rank == 0) {
+			ub->recv(1, 7);
+			auto t0 = std::chrono::steady_clock::now();
+			try {
+				ub->waitRecv(milliseconds(300));
+			} catch (const gloo::IoException &e) {
+				msg = e.what();
+			}
+			auto ms = std::chrono::duration_cast<milliseconds>(
+					  std::chrono::steady_clock::now() - t0)
+					  .count();
+			EXPECT_NE(msg.find("Timed out"), std::string::npos) << msg;
+			EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+			EXPECT_GE(ms, 250);
+			EXPECT_LT(ms, 5000);
+			msg.clear();
+			try { // a bound buffer's wait uses the context's timeout
+				recv->waitRecv();
+			} catch (const gloo::IoException &e) {
+				msg = e.what();
+			}
+			EXPECT_NE(msg.find("Timed out"), std::string::npos) << msg;
+		} else {
+			std::this_thread::sleep_for(milliseconds(1500));
+		}
+		// Both ranks still work after it.
+		gloo::BarrierAllToAll(ctx).run();
+	}, milliseconds(1000));
+}
+
+TEST(Failures, CloseEndsAPendingWait)
+{
+	pair([](const Ctx &ctx, int rank) {
+		float x = 0;
+		std::string msg;
+		auto ub = ctx->createUnboundBuffer(&x, sizeof(x));
+
+		gloo::BarrierAllToAll(ctx).run();
+		if (rank == 1)
+			return;
+		ub->recv(1, 9);
+		std::thread closer([&] {
+			std::this_thread::sleep_for(milliseconds(200));
+			ctx->closeConnections();
+		});
+		try {
+			ub->waitRecv();
+		} catch (const gloo::IoException &e) {
+			msg = e.what();
+		}
+		closer.join();
+		EXPECT_NE(msg.find("closed"), std::string::npos) << msg;
+		msg.clear();
+		try {
+			ub->send(1, 10);
+		} catch (const gloo::IoException &e) {
+			msg = e.what();
+		}
+		EXPECT_NE(msg.find("closed"), std::string::npos) << msg;
+	}, milliseconds(10000));
+}
+
+TEST(Failures, MalformedBoundMessageFailsItsBuffer)
+{
+	pair([](const Ctx &ctx, int rank) {
+		std::vector<float> big(8, 1.0f), small(2, 0.0f);
+		auto &p = ctx->getPair(1 - rank);
+
+		if (rank == 0) {
+			auto s = p->createSendBuffer(50, big.data(), big.size() * 4);
+			s->send(0, big.size() * 4, 0); // 32 bytes into 8
+			s->waitSend();
+			auto ok = p->createSendBuffer(51, big.data(), big.size() * 4);
+			ok->send(0, 8, 0);
+			ok->waitSend();
+		} else {
+			auto r = p->createRecvBuffer(50, small.data(), small.size() * 4);
+			auto r2 = p->createRecvBuffer(51, small.data(), small.size() * 4);
+			std::string msg;
+			try {
+				r->waitRecv();
+			} catch (const gloo::IoException &e) {
+				msg = e.what();
+			}
+			EXPECT_NE(msg.find("refused"), std::string::npos) << msg;
+			r2->waitRecv(); // another buffer of the pair still works
+			EXPECT_EQ(small[0], 1.0f);
+			EXPECT_EQ(small[1], 1.0f);
+		}
+		gloo::BarrierAllToAll(ctx).run();
+	}, milliseconds(10000));
+}
+
+TEST(Failures, EmptyOperationsPastTheEnd)
+{
+	pair([](const Ctx &ctx, int rank) {
+		float x[2] = { 0, 0 };
+		auto ub = ctx->createUnboundBuffer(x, sizeof(x));
+
+		// bcube with fewer elements than ranks posts these.
+		if (rank == 0) {
+			ub->send(1, 11, sizeof(x) + 4, 0);
+			ub->waitSend();
+		} else {
+			ub->recv(0, 11, sizeof(x) + 4, 0);
+			ub->waitRecv();
+		}
+		std::string msg;
+		try {
+			ub->send(1 - rank, 12, sizeof(x) - 4, 8);
+		} catch (const gloo::EnforceNotMet &e) {
+			msg = e.what();
+		} catch (const std::exception &e) {
+			msg = e.what();
+		}
+		EXPECT_NE(msg.find("exceed"), std::string::npos) << msg;
+	}, milliseconds(10000));
+}
+
+// A peer killed in the middle: the survivor gets IoException within the
+// timeout, not a hang.
+TEST(Failures, KilledPeerGivesIoException)
+{
+	// Destroying a context waits up to GRADWIRE_TIMEOUT_MS for every peer's
+	// goodbye, a dead one's too.
+	setenv("GRADWIRE_TIMEOUT_MS", "4000", 1);
+	std::string dir = tempDir();
+	int pfd[2];
+
+	ASSERT_EQ(pipe(pfd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		try {
+			gloo::rendezvous::FileStore store(dir);
+			auto ctx = connect(1, 2, true, store, milliseconds(4000));
+			gloo::BarrierAllToAll(ctx).run();
+		} catch (...) {
+			_exit(2);
+		}
+		_exit(0 * write(pfd[1], "k", 1) + 3); // connected; now "crash"
+	}
+	close(pfd[1]);
+	std::string msg;
+	long ms = -1;
+	try {
+		gloo::rendezvous::FileStore store(dir);
+		auto ctx = connect(0, 2, true, store, milliseconds(4000));
+		gloo::BarrierAllToAll(ctx).run();
+		char c;
+		EXPECT_EQ(read(pfd[0], &c, 1), 1);
+		int st = 0;
+		waitpid(pid, &st, 0);
+		pid = -1;
+		std::vector<float> v(1000, 1.0f);
+		auto t0 = std::chrono::steady_clock::now();
+		try {
+			gloo::AllreduceRing<float>(ctx, { v.data() }, (int)v.size()).run();
+		} catch (const gloo::IoException &e) {
+			msg = e.what();
+		}
+		ms = (long)std::chrono::duration_cast<milliseconds>(
+			     std::chrono::steady_clock::now() - t0)
+			     .count();
+	} catch (const std::exception &e) {
+		msg = std::string("setup: ") + e.what();
+	}
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, nullptr, 0);
+	}
+	close(pfd[0]);
+	std::string rm = "rm -rf " + dir;
+	if (system(rm.c_str()) != 0)
+		std::fprintf(stderr, "could not remove %s\n", dir.c_str());
+	EXPECT_NE(msg, "");
+	EXPECT_EQ(msg.find("setup:"), std::string::npos) << msg;
+	EXPECT_GE(ms, 0);
+	EXPECT_LT(ms, 4000 + 3000) << msg;
+	unsetenv("GRADWIRE_TIMEOUT_MS");
+	std::printf("killed peer: IoException after %ld ms: %s\n", ms, msg.c_str());
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	g_self = argv[0];
+	if (argc == 6 && !strcmp(argv[1], "--child"))
+		return child(atoi(argv[2]), atoi(argv[3]), !strcmp(argv[4], "gw"), argv[5]);
+	if (!getenv("GRADWIRE_PROVIDER")) {
+		std::printf("SKIP: set GRADWIRE_PROVIDER (meson test sets it)\n");
+		return kSkip;
+	}
+	::testing::InitGoogleTest(&argc, argv);
+	return RUN_ALL_TESTS();
+}
