@@ -20,6 +20,8 @@ static int exchange(struct gw_tp *tp, struct gw_store *st)
 {
 	const char *job = tp->cfg.job ? tp->cfg.job : "gw";
 	char key[256], *names;
+	size_t cap, off = 0;
+	bool str;
 	int ret, n;
 
 	snprintf(key, sizeof(key), "%s/tp/addr/%d", job, tp->rank);
@@ -28,22 +30,29 @@ static int exchange(struct gw_tp *tp, struct gw_store *st)
 		tp_log(tp, GW_LOG_ERROR, "store set %s: %s", key, gw_strerror(ret));
 		return ret;
 	}
-	names = calloc((size_t)tp->size, tp->namelen);
+	/* Binary addresses have one length; string ones (shm: FI_ADDR_STR)
+	 * differ, even between endpoints of one process, and go to the AV
+	 * packed, each with its NUL. */
+	str = tp->info->addr_format == FI_ADDR_STR;
+	cap = str ? TP_NAME_MAX : tp->namelen;
+	names = calloc((size_t)tp->size, cap + 1);
 	if (!names)
 		return -ENOMEM;
 	for (int r = 0; r < tp->size; r++) {
 		ssize_t got;
 
 		snprintf(key, sizeof(key), "%s/tp/addr/%d", job, r);
-		got = gw_store_get(st, key, names + (size_t)r * tp->namelen, tp->namelen,
-				   tp->cfg.timeout_ms);
-		if (got != (ssize_t)tp->namelen) {
+		got = gw_store_get(st, key, names + off, cap, tp->cfg.timeout_ms);
+		if (got < 0 || (!str && got != (ssize_t)tp->namelen) ||
+		    (str && (got == 0 || strnlen(names + off, (size_t)got) == 0))) {
 			ret = got < 0 ? (int)got : -EPROTO;
 			tp_log(tp, GW_LOG_ERROR, "address of rank %d (%s): %s%s", r, key,
 			       gw_strerror(ret),
 			       got >= 0 ? " (length differs: another provider?)" : "");
 			goto out_free;
 		}
+		off += str ? strnlen(names + off, (size_t)got) + 1 : tp->namelen;
+		names[off] = 0;	/* calloc'd: only a string that filled cap */
 	}
 	n = fi_av_insert(tp->av, names, (size_t)tp->size, tp->peer, 0, NULL);
 	if (n != tp->size) {
