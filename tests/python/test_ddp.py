@@ -34,7 +34,8 @@ except ImportError as e:
           "Debian: apt-get install python3-torch")
     sys.exit(SKIP)
 
-from gradwire import lib as gwlib, synthetic  # noqa: E402
+from gradwire import lib as gwlib  # noqa: E402
+import synthetic  # noqa: E402 (tests/python, beside this file)
 from checks import check, exit_code  # noqa: E402
 
 ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo",

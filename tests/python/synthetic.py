@@ -212,7 +212,7 @@ def run(cfgs, world=2, timeout=120):
         for p in procs:
             p.join(max(0.1, deadline - time.monotonic()))
         if any(p.is_alive() for p in procs):
-            raise TimeoutError(f"gradwire.synthetic: {cfgs} did not finish in "
+            raise TimeoutError(f"synthetic: {cfgs} did not finish in "
                                f"{timeout} s")
         results = []
         for r in range(world):
