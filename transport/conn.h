@@ -82,7 +82,8 @@ struct gw_ctx_req {
 	void *dst;			/* receives: the caller's buffer */
 	uint64_t n;			/* floats, or bytes for byte messages */
 	uint32_t seq;
-	uint8_t kind, dir, add, lossy;
+	enum tp_op_dir dir;
+	uint8_t kind, add, lossy;
 	uint8_t direct;			/* receives: straight into dst (ZEROCOPY) */
 	/* A completed tensor receive: its payload, as it arrived (verified),
 	 * for gw_ctx_isend_fwd(); valid until the next receive on its slot. */

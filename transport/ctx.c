@@ -267,7 +267,7 @@ int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep)
 int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving)
 {
 	if (receiving)
-		*receiving = ctx->failed_dir == 1;
+		*receiving = ctx->failed_dir == OP_RECV;
 	return ctx->failed_peer;
 }
 

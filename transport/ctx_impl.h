@@ -59,7 +59,8 @@ struct gw_ctx {
 	FILE *stats_out;
 	/* The first send or receive that failed: its peer (-1: none) and
 	 * direction, for the collectives' error message. */
-	int failed_peer, failed_dir;
+	int failed_peer;
+	enum tp_op_dir failed_dir;
 	/* Frame buffers that gw_ctx_slot_trim() took from idle slots, for the
 	 * next slot that needs one (largest kept when full). */
 	struct pool_buf {

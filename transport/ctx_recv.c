@@ -31,7 +31,7 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	r->dst = dst;
 	r->n = n;
 	r->kind = kind;
-	r->dir = 1;
+	r->dir = OP_RECV;
 	r->add = (uint8_t)add;
 	r->direct = direct && !cs->stash;	/* a stashed frame is whole */
 	if (cs->stash) {
@@ -177,7 +177,7 @@ reject:
 	return rc;
 }
 
-static void failed(struct gw_ctx *ctx, int peer, int dir)
+static void failed(struct gw_ctx *ctx, int peer, enum tp_op_dir dir)
 {
 	if (ctx->failed_peer < 0) {
 		ctx->failed_peer = peer;
@@ -192,14 +192,14 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 
 	if (!cs || r->ctx != ctx)
 		return -EINVAL;
-	if (r->dir == 1 && cs->stash) {
+	if (r->dir == OP_RECV && cs->stash) {
 		got = (ssize_t)cs->stash;
 		cs->stash = 0;
 	} else {
 		got = gw_tp_wait(ctx->tp, &r->tp, ctx->timeout_ms);
 	}
 	r->cs = NULL;
-	if (r->dir == 0) {
+	if (r->dir == OP_SEND) {
 		cs->sbusy = false;
 		if (got < 0) {
 			if (r->res)
@@ -208,7 +208,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 			cs->c->st.timeouts += got == -ETIMEDOUT;
 			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s",
 				cs->c->peer, cs->slot, gw_strerror((int)got));
-			failed(ctx, cs->c->peer, 0);
+			failed(ctx, cs->c->peer, OP_SEND);
 			return (int)got;
 		}
 		if (r->res)
@@ -223,7 +223,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 		cs->c->st.timeouts += got == -ETIMEDOUT;
 		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s",
 			cs->c->peer, cs->slot, gw_strerror((int)got));
-		failed(ctx, cs->c->peer, 1);
+		failed(ctx, cs->c->peer, OP_RECV);
 		return (int)got;
 	}
 	return deliver(ctx, r, cs, (size_t)got);
@@ -249,11 +249,11 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 
 	if (!cs || r->ctx != ctx)
 		return;
-	if (r->dir == 1 && cs->stash)
+	if (r->dir == OP_RECV && cs->stash)
 		cs->stash = 0;
 	else	/* cancels and drains, or finds it complete */
 		got = gw_tp_wait(ctx->tp, &r->tp, 0);
-	if (r->dir == 0) {
+	if (r->dir == OP_SEND) {
 		cs->sbusy = false;
 		if (r->res && got >= 0)	/* it left after all */
 			gw_rs_commit(r->res);
@@ -311,7 +311,7 @@ int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	struct conn_slot *cs = r->cs;
 	ssize_t got;
 
-	if (!cs || r->ctx != ctx || r->dir != 1 || r->direct)
+	if (!cs || r->ctx != ctx || r->dir != OP_RECV || r->direct)
 		return -EINVAL;
 	got = cs->stash ? (ssize_t)cs->stash : gw_tp_wait(ctx->tp, &r->tp, 0);
 	r->cs = NULL;

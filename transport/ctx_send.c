@@ -34,7 +34,7 @@ static void sent_posted(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	r->cs = cs;
 	r->seq = cs->send_seq++;
 	r->kind = kind;
-	r->dir = 0;
+	r->dir = OP_SEND;
 	cs->sbusy = true;
 	cs->c->st.wire_sent += (uint64_t)flen;
 }
@@ -209,7 +209,7 @@ int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
 	struct gw_payload p;
 	int rc;
 
-	if (!from || from->dir != 1 || from->kind != GW_FRAME_TENSOR ||
+	if (!from || from->dir != OP_RECV || from->kind != GW_FRAME_TENSOR ||
 	    !from->payload || gw_payload_parse(from->payload, from->payload_len, &p))
 		return -EINVAL;
 	rc = ctx_req_begin(ctx, peer, slot, from->payload, p.n, r, &cs);

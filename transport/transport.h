@@ -201,6 +201,9 @@ static inline uint64_t gw_tp_tag(unsigned kind, uint32_t slot, uint32_t seq)
 	return ((uint64_t)(kind & 0xFu) << 60) | ((uint64_t)(slot & GW_TP_SLOT_MAX) << 32) | seq;
 }
 
+/* The direction of a posted operation (a transport op, a context request). */
+enum tp_op_dir { OP_SEND, OP_RECV };
+
 struct tp_op;
 
 /**
@@ -313,7 +316,6 @@ int64_t gw_now_ms(void);
 #include <rdma/fi_errno.h>
 
 enum tp_op_state { OP_FREE, OP_POSTED, OP_DONE, OP_ORPHAN };
-enum tp_op_dir { OP_SEND, OP_RECV };
 
 /*
  * One in-flight operation. fi_context2 comes first: libfabric's FI_CONTEXT2
