@@ -118,6 +118,8 @@ void gw_ctx_destroy(struct gw_ctx *ctx);
 int gw_ctx_rank(const struct gw_ctx *ctx);
 int gw_ctx_size(const struct gw_ctx *ctx);
 struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
+/** gw_ctx_provider() - the libfabric provider in use, e.g. "tcp;ofi_rxm". */
+const char *gw_ctx_provider(const struct gw_ctx *ctx);
 
 /**
  * gw_ctx_compresses() - whether a send of n values to peer flagged
@@ -166,6 +168,32 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /** gw_ctx_waitall() - wait for all; returns the first error (all are waited). */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n);
+
+/**
+ * gw_ctx_test() - whether r can complete without waiting: progress once
+ * (without sleeping) unless r has already arrived. A receive kept by
+ * gw_ctx_recv_withdraw() is complete at once. gw_ctx_wait() still has to
+ * finish r (authenticate, check, decode; commit a send's residual).
+ * Return: 1 (complete), 0 (not yet), -EINVAL (r is not posted on ctx), or
+ * a progress error.
+ */
+int gw_ctx_test(struct gw_ctx *ctx, struct gw_ctx_req *r);
+
+/**
+ * gw_ctx_progress() - read completions for up to timeout_ms (0: poll once),
+ * for a host that drives several requests with gw_ctx_test().
+ * Return: 0 or -errno.
+ */
+int gw_ctx_progress(struct gw_ctx *ctx, int timeout_ms);
+
+/**
+ * gw_ctx_req_retarget() - make the posted receive r deliver into buf (of
+ * the length posted) instead of the buffer it was posted with: for a host
+ * whose buffer goes away while its receive is still pending. Not for a
+ * receive that lands straight in the caller's buffer (GW_CTX_ZEROCOPY).
+ * Return: 0, or -EINVAL (r is no receive in flight through a frame buffer).
+ */
+int gw_ctx_req_retarget(struct gw_ctx_req *r, void *buf);
 
 /**
  * gw_ctx_abort() - give up a posted request without waiting for it: it is

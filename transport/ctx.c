@@ -204,6 +204,11 @@ int gw_ctx_rank(const struct gw_ctx *ctx) { return ctx->rank; }
 int gw_ctx_size(const struct gw_ctx *ctx) { return ctx->size; }
 struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx) { return ctx->tp; }
 
+const char *gw_ctx_provider(const struct gw_ctx *ctx)
+{
+	return gw_tp_provider(ctx->tp);
+}
+
 const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer)
 {
 	if (peer < 0 || peer >= ctx->size || peer == ctx->rank)

@@ -242,6 +242,30 @@ int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)
 	return first;
 }
 
+int gw_ctx_test(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	if (!r->cs || r->ctx != ctx)
+		return -EINVAL;
+	if (r->dir == OP_RECV && r->cs->stash)
+		return 1;
+	return gw_tp_test(ctx->tp, &r->tp);
+}
+
+int gw_ctx_progress(struct gw_ctx *ctx, int timeout_ms)
+{
+	int rc = gw_tp_progress(ctx->tp, timeout_ms);
+
+	return rc < 0 ? rc : 0;
+}
+
+int gw_ctx_req_retarget(struct gw_ctx_req *r, void *buf)
+{
+	if (!r->cs || r->dir != OP_RECV || r->direct)
+		return -EINVAL;
+	r->dst = buf;
+	return 0;
+}
+
 void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs = r->cs;
@@ -282,7 +306,7 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 				  &r[i]);
 	while (!rc && winner < 0) {
 		for (int i = 0; i < posted && winner < 0; i++)
-			if (r[i].cs->stash || gw_tp_test(ctx->tp, &r[i].tp) == 1)
+			if (gw_ctx_test(ctx, &r[i]) == 1)
 				winner = i;
 		if (winner >= 0)
 			break;
@@ -290,8 +314,7 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 			rc = -ETIMEDOUT;
 			break;
 		}
-		rc = gw_tp_progress(ctx->tp, 1);
-		rc = rc < 0 ? rc : 0;
+		rc = gw_ctx_progress(ctx, 1);
 	}
 	/* Withdraw the others: one that arrived anyway is kept for the next
 	 * receive on its slot, the others give back their seq. */
