@@ -70,7 +70,7 @@ struct gw_coll {
 	double wire_bpv;		/* the most wire bytes per value of any rank's
 					 * link to its next (4 for one that does not) */
 	float *scratch;			/* the owner's segment as the next rank decodes it */
-	size_t scratch_cap;		/* bytes, as req_cap (gw_coll_grow()) */
+	size_t scratch_cap;		/* bytes, as req_cap (gw_grow()) */
 	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
 	size_t req_cap;
 	struct gw_lowrank *lowrank;	/* PowerSGD's allreduce (coll_lowrank.c) */
@@ -432,7 +432,8 @@ static uint64_t unit_span(const struct gw_coll *c, const struct ring *g,
 	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
 }
 
-static bool unit_rs(const struct gw_coll *c, const struct ring *g, uint32_t u)
+/* Whether unit u belongs to the reduce-scatter phase (else the allgather). */
+static bool in_reduce_phase(const struct gw_coll *c, const struct ring *g, uint32_t u)
 {
 	return u / g->nseg < (uint32_t)c->size - 1;
 }
@@ -452,7 +453,7 @@ static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
 		return 0;
 	return gw_ctx_irecv(c->ctx, mod(c->rank - 1, c->size),
 			    slot_of(g->id, u), g->buf + off, cnt,
-			    unit_rs(c, g, u) ? GW_CTX_ADD : recv_flags(g), r);
+			    in_reduce_phase(c, g, u) ? GW_CTX_ADD : recv_flags(g), r);
 }
 
 /*
@@ -490,7 +491,7 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 
 	if (!cnt)
 		return 0;
-	if (unit_rs(c, g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
+	if (in_reduce_phase(c, g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
 		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
 				    g->lossy | GW_CTX_ZEROCOPY, r);
 	if (u / g->nseg == (uint32_t)c->size - 1) {	/* the owner's hop */
@@ -565,7 +566,7 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 			/* A receive straight into the buffer (recv_flags())
 			 * overwrites what send posted - back read: that send
 			 * must have been posted (it is below u) and left. */
-			if (recv_flags(g) && !unit_rs(c, g, posted)) {
+			if (recv_flags(g) && !in_reduce_phase(c, g, posted)) {
 				if (posted - back >= u)
 					break;
 				while (!rc && swaited <= posted - back)
@@ -589,7 +590,7 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 			rc = gw_ctx_waitall(c->ctx, &rr[rwaited], 1);
 			/* Its frame is needed later only when it is a lossy
 			 * allgather payload that send rwaited + nseg forwards. */
-			if (!rc && !(g->lossy && !unit_rs(c, g, rwaited)))
+			if (!rc && !(g->lossy && !in_reduce_phase(c, g, rwaited)))
 				trim(c, g, rwaited, 1);
 			rwaited++;
 		}
@@ -605,7 +606,7 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 			rc = wait_send(c, g, sr, swaited++);
 	}
 	if (rc) {
-		fail(c, rc, unit_rs(c, g, u - 1) ? "allreduce reduce-scatter"
+		fail(c, rc, in_reduce_phase(c, g, u - 1) ? "allreduce reduce-scatter"
 						 : "allreduce allgather",
 		     (int)((u - 1) / g->nseg));
 		wait_or_abort(c, rr, g->units, rc);
@@ -623,7 +624,7 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
 }
 
-int gw_coll_grow(void **p, size_t *cap, size_t bytes)
+int gw_grow(void **p, size_t *cap, size_t bytes)
 {
 	void *n;
 
@@ -641,12 +642,12 @@ int gw_coll_grow(void **p, size_t *cap, size_t bytes)
 static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg,
 			unsigned lossy)
 {
-	int rc = gw_coll_grow((void **)&c->req, &c->req_cap,
-			      2 * (size_t)units * sizeof(*c->req));
+	int rc = gw_grow((void **)&c->req, &c->req_cap,
+			 2 * (size_t)units * sizeof(*c->req));
 
 	if (!rc && lossy)
-		rc = gw_coll_grow((void **)&c->scratch, &c->scratch_cap,
-				  seg * sizeof(float));
+		rc = gw_grow((void **)&c->scratch, &c->scratch_cap,
+			     seg * sizeof(float));
 	return rc;
 }
 

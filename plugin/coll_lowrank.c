@@ -37,7 +37,7 @@
 #include <string.h>
 #include "codec_impl.h"
 #include "powersgd.h"
-#include "residuals.h"
+#include "residual_store.h"
 #include "coll_lowrank.h"
 
 #define RANGE_MAX 0x1p60f
@@ -111,15 +111,15 @@ static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
 	size_t q = (size_t)v->cols * v->rank * sizeof(float);
 	int rc;
 
-	rc = gw_coll_grow((void **)&lr->p, &lr->p_cap,
-			  ((size_t)v->rows * v->rank + 1) * sizeof(float));
+	rc = gw_grow((void **)&lr->p, &lr->p_cap,
+		     ((size_t)v->rows * v->rank + 1) * sizeof(float));
 	if (!rc)
-		rc = gw_coll_grow((void **)&lr->q, &lr->q_cap, q);
+		rc = gw_grow((void **)&lr->q, &lr->q_cap, q);
 	if (!rc)
-		rc = gw_coll_grow((void **)&lr->qn, &lr->qn_cap, q);
+		rc = gw_grow((void **)&lr->qn, &lr->qn_cap, q);
 	if (!rc)
-		rc = gw_coll_grow((void **)&lr->work, &lr->work_cap,
-				  gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
+		rc = gw_grow((void **)&lr->work, &lr->work_cap,
+			     gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
 	return rc;
 }
 
@@ -142,7 +142,7 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	struct gw_lowrank *lr = *lrp;
-	struct gw_rs_entry *e;
+	struct gw_rstore_entry *e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
 	float flag;

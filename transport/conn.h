@@ -78,7 +78,7 @@ struct gw_ctx_req {
 	struct gw_tp_req tp;
 	struct gw_ctx *ctx;
 	struct conn_slot *cs;
-	struct gw_rs_entry *res;	/* sends with error feedback */
+	struct gw_rstore_entry *res;	/* sends with error feedback */
 	void *dst;			/* receives: the caller's buffer */
 	uint64_t n;			/* floats, or bytes for byte messages */
 	uint32_t seq;
@@ -275,7 +275,7 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
  * Return: 0, -ENOMEM, -EINVAL.
  */
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_rs_entry **e);
+			const struct gw_codec *c, struct gw_rstore_entry **e);
 
 /** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
  * held (every peer's and slot's residual, staged residual and state). */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 #include "ctx_impl.h"
-#include "residuals.h"
+#include "residual_store.h"
 
 /* ---- slots and buffers ----------------------------------------------------- */
 
@@ -145,7 +145,7 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
 		if (gw_map_init(&ctx->conns[p].slots))
 			goto err_free;
 	}
-	rc = gw_rs_create(&ctx->rs);
+	rc = gw_rstore_create(&ctx->rs);
 	if (rc)
 		goto err_free;
 	rc = gw_tp_create(&cfg->tp, rank, size, st, &ctx->tp);
@@ -194,7 +194,7 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 		free(ctx->pool[i].buf);
 	}
 	gw_tp_destroy(ctx->tp);	/* after the buffers' registrations went */
-	gw_rs_destroy(ctx->rs);
+	gw_rstore_destroy(ctx->rs);
 	free(ctx->conns);
 	free(ctx->scratch);
 	free(ctx);
@@ -222,11 +222,11 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx)
 }
 
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_rs_entry **e)
+			const struct gw_codec *c, struct gw_rstore_entry **e)
 {
 	int reshaped, rc;
 
-	rc = gw_rs_get(ctx->rs, (uint32_t)ctx->rank, slot, n, c, e, &reshaped);
+	rc = gw_rstore_get(ctx->rs, (uint32_t)ctx->rank, slot, n, c, e, &reshaped);
 	if (!rc && reshaped)
 		ctx_log(ctx, GW_LOG_WARN, "own slot %u: a tensor of %llu values "
 			"replaces the residual's shape; residual re-zeroed", slot,
@@ -321,20 +321,20 @@ void gw_ctx_stats_at_exit(struct gw_ctx *ctx, FILE *f)
 
 int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path)
 {
-	return gw_rs_save(ctx->rs, path);
+	return gw_rstore_save(ctx->rs, path);
 }
 
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path)
 {
-	return gw_rs_load(ctx->rs, path);
+	return gw_rstore_load(ctx->rs, path);
 }
 
 uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx)
 {
-	return gw_rs_bytes(ctx->rs);
+	return gw_rstore_bytes(ctx->rs);
 }
 
 void gw_ctx_residuals_reset(struct gw_ctx *ctx)
 {
-	gw_rs_reset(ctx->rs);
+	gw_rstore_reset(ctx->rs);
 }

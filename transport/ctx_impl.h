@@ -52,7 +52,7 @@ struct gw_ctx {
 	uint64_t min_compress_bytes;
 	struct gw_tp *tp;
 	struct conn *conns;	/* size entries; conns[rank] unused */
-	struct gw_rs *rs;
+	struct gw_rstore *rs;
 	struct gw_codec none;
 	void *scratch;
 	size_t scratch_cap;

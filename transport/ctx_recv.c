@@ -10,7 +10,7 @@
 #include <string.h>
 #include "ctx_impl.h"
 #include "frame.h"
-#include "residuals.h"
+#include "residual_store.h"
 
 /*
  * Post a receive of a frame of at most need bytes into cs->rbuf; or, when
@@ -203,7 +203,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 		cs->sbusy = false;
 		if (got < 0) {
 			if (r->res)
-				gw_rs_abort(r->res);
+				gw_rstore_abort(r->res);
 			cs->c->st.errors += got != -ETIMEDOUT;
 			cs->c->st.timeouts += got == -ETIMEDOUT;
 			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s",
@@ -212,7 +212,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 			return (int)got;
 		}
 		if (r->res)
-			gw_rs_commit(r->res);
+			gw_rstore_commit(r->res);
 		cs->c->st.frames_sent++;
 		cs->c->st.raw_sent += r->kind == GW_FRAME_BYTES ? r->n : r->n * sizeof(float);
 		return 0;
@@ -280,9 +280,9 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	if (r->dir == OP_SEND) {
 		cs->sbusy = false;
 		if (r->res && got >= 0)	/* it left after all */
-			gw_rs_commit(r->res);
+			gw_rstore_commit(r->res);
 		else if (r->res)
-			gw_rs_abort(r->res);
+			gw_rstore_abort(r->res);
 	} else {
 		cs->rbusy = false;
 	}

@@ -10,7 +10,7 @@
 #include <string.h>
 #include "ctx_impl.h"
 #include "frame.h"
-#include "residuals.h"
+#include "residual_store.h"
 
 static int scratch_reserve(struct gw_ctx *ctx, size_t need)
 {
@@ -114,7 +114,7 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 		      struct gw_ctx_req *r)
 {
 	const struct gw_codec *codec;
-	struct gw_rs_entry *e = NULL;
+	struct gw_rstore_entry *e = NULL;
 	struct conn_slot *cs;
 	size_t tag, need;
 	ssize_t len;
@@ -141,9 +141,9 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	if (rc)
 		return rc;
 	if (r->lossy) {
-		rc = gw_rs_get(ctx->rs, (uint32_t)peer, slot, n, codec, &e, &reshaped);
+		rc = gw_rstore_get(ctx->rs, (uint32_t)peer, slot, n, codec, &e, &reshaped);
 		if (!rc)
-			rc = gw_rs_stage(e);
+			rc = gw_rstore_stage(e);
 		if (!rc)
 			rc = scratch_reserve(ctx, gw_codec_scratch_size(codec, n));
 		if (rc)

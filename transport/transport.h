@@ -143,7 +143,7 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
  * gw_tp_destroy() - close everything (accepts NULL); in-flight ops are
  * dropped. With a provider that progresses by itself it first waits (at
  * most cfg->timeout_ms) until every peer is leaving too, so that no send
- * that completed here is lost with the connection (context.c).
+ * that completed here is lost with the connection (tp.c).
  */
 void gw_tp_destroy(struct gw_tp *tp);
 
@@ -192,7 +192,7 @@ enum gw_tp_kind {
 };
 
 #define GW_TP_SLOT_MAX ((UINT32_C(1) << 28) - 1)
-/* The CTRL slot of the goodbye gw_tp_destroy() exchanges (context.c). */
+/* The CTRL slot of the goodbye gw_tp_destroy() exchanges (tp.c). */
 #define TP_BYE_SLOT GW_TP_SLOT_MAX
 
 /** gw_tp_tag() - the 64-bit tag of (kind, slot, seq); see the layout above. */
