@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../common/grow.h"
 #include "coll.h"
 #include "coll_lowrank.h"
 
@@ -622,20 +623,6 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 		trim(c, g, u, 1);
 	}
 	return rc ? fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
-}
-
-int gw_grow(void **p, size_t *cap, size_t bytes)
-{
-	void *n;
-
-	if (*cap >= bytes)
-		return 0;
-	n = realloc(*p, bytes);
-	if (!n)
-		return -ENOMEM;
-	*p = n;
-	*cap = bytes;
-	return 0;
 }
 
 /* Reserve c->req for units receives and sends, c->scratch for one segment. */

@@ -38,6 +38,7 @@
 #include "codec_impl.h"
 #include "powersgd.h"
 #include "residual_store.h"
+#include "../common/grow.h"
 #include "coll_lowrank.h"
 
 #define RANGE_MAX 0x1p60f

@@ -19,7 +19,7 @@
 #define GW_CTX_IMPL_H
 
 #include "conn.h"
-#include "map.h"
+#include "../common/map.h"
 
 /* Exact tensors at least this large are sent without a copy when the
  * caller allows it (GW_CTX_ZEROCOPY): below, the copy costs less than the

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
-#include "map.h"
+#include "../common/map.h"
 #include "residual_store.h"
 
 #define RSTORE_MAGIC 0x53525747u	/* "GWRS" */
