@@ -39,6 +39,7 @@
 #include "powersgd.h"
 #include "residual_store.h"
 #include "../common/grow.h"
+#include "coll_impl.h"
 #include "coll_lowrank.h"
 
 #define RANGE_MAX 0x1p60f
@@ -105,6 +106,22 @@ static int decide(struct gw_coll *c, struct gw_lowrank *lr)
 	}
 	free(all);
 	return rc;
+}
+
+/*
+ * The exact sum of the factor called id (GW_COLL_ID_LOWRANK_*) on every
+ * rank: what gw_coll_allreduce_id() does with it (the call check, then the
+ * ring), done here so that the allreduce this serves is not entered again.
+ */
+static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
+{
+	uint64_t key = KEY_ID | id;
+	int rc;
+
+	if (c->err)
+		return c->err;
+	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0);
+	return rc ? rc : coll_ring_allreduce(c, key, buf, n, 0);
 }
 
 static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
@@ -184,8 +201,7 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 	gw_psgd_q_prepare(&lr->codec.p, &v, e->state, lr->qn);
 	gw_psgd_mq(buf, &v, lr->qn, lr->p);
 	lr->p[np] = flag;
-	rc = gw_coll_allreduce_id(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1,
-				  GW_COLL_SUM, 0);
+	rc = factor_sum(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1);
 	if (rc)
 		return rc;
 	if (lr->p[np] != 0) {
@@ -197,8 +213,7 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 	/* Q_r = M^T P; e_r = M - P Q_r^T; Q = sum Q_r; result P Q^T. */
 	gw_psgd_mtp(buf, &v, lr->p, lr->q);
 	gw_psgd_reconstruct(lr->p, lr->q, &v, buf, e->res.buf, GW_PSGD_SUB);
-	rc = gw_coll_allreduce_id(c, GW_COLL_ID_LOWRANK_Q, lr->q,
-				  v.cols * v.rank, GW_COLL_SUM, 0);
+	rc = factor_sum(c, GW_COLL_ID_LOWRANK_Q, lr->q, v.cols * v.rank);
 	if (rc)
 		return rc;
 	memcpy(gw_psgd_state_q(e->state), lr->q, (size_t)v.cols * v.rank * 4);

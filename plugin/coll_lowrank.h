@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_lowrank.h - PowerSGD's allreduce (coll_lowrank.c), called by the
- * ring allreduce of coll.c for lossy tensors.
+ * coll_lowrank.h - PowerSGD's allreduce (coll_lowrank.c), called by
+ * gw_coll_allreduce() (coll_allreduce.c) for lossy tensors; it sums its
+ * factors with the ring (coll_ring.c).
  */
 #ifndef GW_COLL_LOWRANK_H
 #define GW_COLL_LOWRANK_H
