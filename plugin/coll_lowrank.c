@@ -5,7 +5,7 @@
  * same low-rank approximation of the sum.
  *
  * Each rank r holds M_r = x_r + e_r (its gradient plus its residual), seen
- * as a rows x cols matrix (codec/powersgd.h), and a Q that is the same on
+ * as a rows x cols matrix (codec/lowrank.h), and a Q that is the same on
  * every rank (drawn from the agreed seed, then always the reduced Q):
  *
  *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring)
@@ -35,9 +35,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "codec_impl.h"
-#include "powersgd.h"
-#include "residual_store.h"
+#include "../codec/lowrank.h"
 #include "../common/grow.h"
 #include "coll_impl.h"
 #include "coll_lowrank.h"
@@ -160,7 +158,7 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	struct gw_lowrank *lr = *lrp;
-	struct gw_rstore_entry *e;
+	struct gw_ctx_own e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
 	float flag;
@@ -188,35 +186,35 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 		rc = buffers(lr, &v);
 	if (rc)
 		return rc;
-	step = gw_psgd_step(e->state);
-	gw_psgd_set_step(e->state, step + 1);
-	flag = (float)form_m(buf, e->res.buf, n);	/* buf = M from here on */
+	step = gw_psgd_step(e.state);
+	gw_psgd_set_step(e.state, step + 1);
+	flag = (float)form_m(buf, e.res->buf, n);	/* buf = M from here on */
 	if (step < lr->codec.p.warmup) {
-		gw_residual_reset(&e->res);
+		gw_residual_reset(e.res);
 		return GW_LOWRANK_EXACT;
 	}
 
 	/* P = M Q, summed with the "some rank cannot" flag behind it. */
 	np = v.rows * v.rank;
-	gw_psgd_q_prepare(&lr->codec.p, &v, e->state, lr->qn);
+	gw_psgd_q_prepare(&lr->codec.p, &v, e.state, lr->qn);
 	gw_psgd_mq(buf, &v, lr->qn, lr->p);
 	lr->p[np] = flag;
 	rc = factor_sum(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1);
 	if (rc)
 		return rc;
 	if (lr->p[np] != 0) {
-		gw_residual_reset(&e->res);
+		gw_residual_reset(e.res);
 		return GW_LOWRANK_EXACT;
 	}
 	gw_psgd_orthonormalize(lr->p, v.rows, v.rank, lr->work);
 
 	/* Q_r = M^T P; e_r = M - P Q_r^T; Q = sum Q_r; result P Q^T. */
 	gw_psgd_mtp(buf, &v, lr->p, lr->q);
-	gw_psgd_reconstruct(lr->p, lr->q, &v, buf, e->res.buf, GW_PSGD_SUB);
+	gw_psgd_reconstruct(lr->p, lr->q, &v, buf, e.res->buf, GW_PSGD_SUB);
 	rc = factor_sum(c, GW_COLL_ID_LOWRANK_Q, lr->q, v.cols * v.rank);
 	if (rc)
 		return rc;
-	memcpy(gw_psgd_state_q(e->state), lr->q, (size_t)v.cols * v.rank * 4);
+	memcpy(gw_psgd_state_q(e.state), lr->q, (size_t)v.cols * v.rank * 4);
 	gw_psgd_reconstruct(lr->p, lr->q, &v, NULL, buf, GW_PSGD_SET);
 	return 0;
 }

@@ -60,6 +60,7 @@ int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value);
 struct gw_conn_stats {
 	char codec[GW_HS_SPEC_MAX + 1];
 	enum gw_mac_alg mac;
+	char mac_name[32];	/* the MAC's name, e.g. "gmac-aes256" or "none" */
 	bool fell_back;
 	uint64_t frames_sent, frames_recv;
 	uint64_t raw_sent, wire_sent;	/* bytes of tensor data / of frames */
@@ -265,6 +266,14 @@ void gw_ctx_stats_at_exit(struct gw_ctx *ctx, FILE *f);
 /** gw_ctx_min_compress_bytes() - tensors below this travel exactly. */
 uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
 
+/** struct gw_ctx_own - what gw_ctx_own_residual() lends (valid until the
+ * entry is reshaped, reset or the context destroyed). */
+struct gw_ctx_own {
+	struct gw_residual *res;	/* the residual, n values */
+	uint8_t *state;			/* the codec's state, state_len bytes */
+	size_t state_len;
+};
+
 /**
  * gw_ctx_own_residual() - this rank's own entry of the residual store for
  * slot (peer = own rank), shaped for n values of codec c: error feedback and
@@ -275,7 +284,7 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
  * Return: 0, -ENOMEM, -EINVAL.
  */
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_rstore_entry **e);
+			const struct gw_codec *c, struct gw_ctx_own *own);
 
 /** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
  * held (every peer's and slot's residual, staged residual and state). */

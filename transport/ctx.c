@@ -222,16 +222,20 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx)
 }
 
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_rstore_entry **e)
+			const struct gw_codec *c, struct gw_ctx_own *own)
 {
+	struct gw_rstore_entry *e;
 	int reshaped, rc;
 
-	rc = gw_rstore_get(ctx->rs, (uint32_t)ctx->rank, slot, n, c, e, &reshaped);
-	if (!rc && reshaped)
+	rc = gw_rstore_get(ctx->rs, (uint32_t)ctx->rank, slot, n, c, &e, &reshaped);
+	if (rc)
+		return rc;
+	if (reshaped)
 		ctx_log(ctx, GW_LOG_WARN, "own slot %u: a tensor of %llu values "
 			"replaces the residual's shape; residual re-zeroed", slot,
 			(unsigned long long)n);
-	return rc;
+	*own = (struct gw_ctx_own){ &e->res, e->state, e->state_len };
+	return 0;
 }
 
 /* ---- requests -------------------------------------------------------------- */
@@ -288,6 +292,7 @@ int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s)
 	if (c->hs.codec.ops)
 		gw_codec_format(&c->hs.codec, s->codec, sizeof(s->codec));
 	s->mac = c->hs.mac;
+	snprintf(s->mac_name, sizeof(s->mac_name), "%s", gw_mac_alg_name(c->hs.mac));
 	s->fell_back = c->hs.fell_back;
 	return 0;
 }
@@ -303,7 +308,7 @@ void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f)
 			"%llu B raw %llu B wire (x%.2f) | recv %llu frames %llu B raw "
 			"%llu B wire | mac failures %llu rejected %llu timeouts %llu "
 			"errors %llu residual resets %llu\n", ctx->rank, p, s.codec,
-			s.fell_back ? " (fallback)" : "", gw_mac_alg_name(s.mac),
+			s.fell_back ? " (fallback)" : "", s.mac_name,
 			(unsigned long long)s.frames_sent, (unsigned long long)s.raw_sent,
 			(unsigned long long)s.wire_sent,
 			s.wire_sent ? (double)s.raw_sent / (double)s.wire_sent : 0.0,
