@@ -5,9 +5,10 @@
  * and tagged sends and receives with bounded, blocking waits.
  *
  * Objects and ownership
- *   struct gw_store   - set/get of small blobs by key (file store here; the
- *                       host's c10d store later). Owned by the caller; the
- *                       context only uses it during gw_tp_create().
+ *   struct gw_store   - set/get of small blobs by key: the file store here,
+ *                       the host's (c10d's, through the plugin table) in
+ *                       plugin/init.c. Owned by the caller; the context only
+ *                       uses it during gw_tp_create().
  *   struct gw_tp      - one context: fabric, domain, endpoint, AV, CQ, the
  *                       fi_addr_t of every peer, the pool of in-flight ops.
  *                       Driven by one thread at a time (FI_THREAD_DOMAIN).
