@@ -57,7 +57,7 @@ void gw_coll_destroy(struct gw_coll *c)
 	free(c->scratch);
 	free(c->req);
 	free(c->descs);
-	gw_lowrank_destroy(c->lowrank);
+	gw_lowrank_destroy(c->lr);
 	free(c);
 }
 

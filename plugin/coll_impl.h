@@ -33,15 +33,19 @@ struct gw_coll {
 	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
 	unsigned nstreams;
 	uint64_t seg_bytes;		/* allreduce segment on the wire (0: whole chunks) */
-	bool links_agreed;		/* agree_links() ran, and found: */
+	/* What the first lossy allreduce agreed on (coll_allreduce.c): */
+	bool agreed;			/* the agreement ran, and found: */
 	bool lossy_links;		/* some rank's link to its next compresses */
 	double wire_bpv;		/* the most wire bytes per value of any rank's
 					 * link to its next (4 for one that does not) */
+	bool lowrank;			/* every connection of every rank negotiated
+					 * powersgd with the same parameters, */
+	struct gw_codec lowrank_codec;	/* these */
 	float *scratch;			/* the owner's segment as the next rank decodes it */
 	size_t scratch_cap;		/* bytes, as req_cap (gw_grow()) */
 	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
 	size_t req_cap;
-	struct gw_lowrank *lowrank;	/* PowerSGD's allreduce (coll_lowrank.c) */
+	struct gw_lowrank *lr;		/* PowerSGD's allreduce (coll_lowrank.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -77,7 +81,8 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n,
 
 /* coll_ring.c */
 /* The ring allreduce (sum) of buf[0..n) of the tensor key, on more than one
- * rank and n > 0, after its call check; lossy: GW_CTX_LOSSY or 0. */
+ * rank and n > 0, after its call check; lossy: GW_CTX_LOSSY (only once
+ * c->agreed) or 0. */
 int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf,
 			uint64_t n, unsigned lossy);
 

@@ -18,10 +18,10 @@
  * and everything else is deterministic, so the replicas are bit-identical.
  *
  * When is it used. At the first lossy allreduce every rank states whether
- * all its connections negotiated powersgd with identical parameters, and an
- * exact allgather of (verdict, spec) makes the decision unanimous: PowerSGD
- * for every lossy allreduce of this gw_coll, or never (the ring with the
- * per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when it
+ * all its connections negotiated powersgd with identical parameters, in the
+ * one exact allgather of that call (coll_allreduce.c), which makes the
+ * decision unanimous: PowerSGD for every lossy allreduce of this gw_coll,
+ * or never (the ring with the per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when it
  * is below min_compress_bytes, when low rank does not save min_factor,
  * during the first `warmup` steps of its stream (with its residual added),
  * and in a step where any rank's M holds NaN/Inf or a value beyond 2^60:
@@ -41,20 +41,11 @@
 #include "coll_lowrank.h"
 
 #define RANGE_MAX 0x1p60f
-#define SPEC_MAX 128
 
 struct gw_lowrank {
-	int agreed;
-	struct gw_codec codec;
 	float *p, *q, *qn;	/* rows * r + 1, cols * r, cols * r */
 	double *work;
 	size_t p_cap, q_cap, qn_cap, work_cap;
-};
-
-/* One rank's verdict as the allgather carries it. */
-struct verdict {
-	char spec[SPEC_MAX];
-	uint32_t ok;
 };
 
 void gw_lowrank_destroy(struct gw_lowrank *lr)
@@ -66,44 +57,6 @@ void gw_lowrank_destroy(struct gw_lowrank *lr)
 	free(lr->qn);
 	free(lr->work);
 	free(lr);
-}
-
-static int decide(struct gw_coll *c, struct gw_lowrank *lr)
-{
-	struct gw_ctx *ctx = gw_coll_ctx(c);
-	int size = gw_ctx_size(ctx), rc;
-	struct verdict mine = { { 0 }, 1 }, *all;
-
-	for (int p = 0; p < size; p++) {
-		const struct gw_codec *cd = gw_ctx_codec(ctx, p);
-		char spec[SPEC_MAX];
-
-		if (!cd)	/* our own rank */
-			continue;
-		if (cd->ops->id != GW_CODEC_POWERSGD ||
-		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
-			mine.ok = 0;
-			continue;
-		}
-		if (!mine.spec[0]) {
-			memcpy(mine.spec, spec, sizeof(spec));
-			lr->codec = *cd;
-		} else if (strcmp(mine.spec, spec)) {
-			mine.ok = 0;
-		}
-	}
-	all = calloc((size_t)size, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
-	if (!rc) {
-		lr->agreed = 1;
-		for (int r = 0; r < size; r++)
-			if (!all[r].ok || strcmp(all[r].spec, all[0].spec))
-				lr->agreed = 0;
-	}
-	free(all);
-	return rc;
 }
 
 /*
@@ -157,6 +110,7 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 			      uint32_t slot, float *buf, uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
+	const struct gw_codec *codec = &c->lowrank_codec;
 	struct gw_lowrank *lr = *lrp;
 	struct gw_ctx_own e;
 	struct gw_psgd_view v;
@@ -164,24 +118,19 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 	float flag;
 	int rc;
 
+	if (!c->lowrank)
+		return GW_LOWRANK_DECLINED;
 	if (!lr) {
 		lr = calloc(1, sizeof(*lr));
 		if (!lr)
 			return -ENOMEM;
-		rc = decide(c, lr);
-		if (rc) {
-			free(lr);
-			return rc;
-		}
 		*lrp = lr;
 	}
-	if (!lr->agreed)
-		return GW_LOWRANK_DECLINED;
 
-	gw_psgd_view(&lr->codec.p, n, &v);
+	gw_psgd_view(&codec->p, n, &v);
 	if (n * sizeof(float) < gw_ctx_min_compress_bytes(ctx) || !v.rank)
 		return GW_LOWRANK_EXACT;
-	rc = gw_ctx_own_residual(ctx, slot, n, &lr->codec, &e);
+	rc = gw_ctx_own_residual(ctx, slot, n, codec, &e);
 	if (!rc)
 		rc = buffers(lr, &v);
 	if (rc)
@@ -189,14 +138,14 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 	step = gw_psgd_step(e.state);
 	gw_psgd_set_step(e.state, step + 1);
 	flag = (float)form_m(buf, e.res->buf, n);	/* buf = M from here on */
-	if (step < lr->codec.p.warmup) {
+	if (step < codec->p.warmup) {
 		gw_residual_reset(e.res);
 		return GW_LOWRANK_EXACT;
 	}
 
 	/* P = M Q, summed with the "some rank cannot" flag behind it. */
 	np = v.rows * v.rank;
-	gw_psgd_q_prepare(&lr->codec.p, &v, e.state, lr->qn);
+	gw_psgd_q_prepare(&codec->p, &v, e.state, lr->qn);
 	gw_psgd_mq(buf, &v, lr->qn, lr->p);
 	lr->p[np] = flag;
 	rc = factor_sum(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1);

@@ -20,6 +20,7 @@
  * every rank ends with the owner's bits. Empty segments (n < size, or a
  * short last chunk) are not sent: both sides know the lengths.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,37 +271,6 @@ static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg,
 }
 
 /*
- * The first lossy call agrees, by one exact allgather, on the largest wire
- * bytes per value of any rank's link to its next rank, and on whether any
- * link compresses at all (if none does, lossy calls run as exact ones).
- * Every rank must cut the same segments (segment_values()) and take the
- * same path.
- */
-static int agree_links(struct gw_coll *c)
-{
-	enum { PROBE = 1 << 20 };
-	const struct gw_codec *k = gw_ctx_codec(c->ctx, mod(c->rank + 1, c->size));
-	struct link { double bpv, lossy; } mine = { sizeof(float), 0 }, *all;
-	int rc;
-
-	if (c->links_agreed)
-		return 0;
-	if (k->ops->lossy)
-		mine = (struct link){ (double)gw_payload_bound(k, PROBE) / PROBE, 1 };
-	all = calloc((size_t)c->size, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
-	for (int r = 0; !rc && r < c->size; r++) {
-		c->wire_bpv = all[r].bpv > c->wire_bpv ? all[r].bpv : c->wire_bpv;
-		c->lossy_links |= all[r].lossy != 0;
-	}
-	free(all);
-	c->links_agreed = !rc;
-	return rc;
-}
-
-/*
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
  * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
@@ -330,13 +300,7 @@ int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf,
 	uint32_t steps = 2 * ((uint32_t)size - 1);
 	struct ring g = { .buf = buf, .q = q, .rem = rem };
 
-	if (lossy) {
-		rc = agree_links(c);
-		if (rc)
-			return coll_fail(c, rc, "allreduce (agreeing on the links)", 0);
-		if (!c->lossy_links)
-			lossy = 0;
-	}
+	assert(!lossy || c->agreed);
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
 	seg = segment_values(c, lossy);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
