@@ -4,7 +4,8 @@
  *
  * __builtin_cpu_supports() reads CPUID and checks that the OS saves the
  * wider registers (XGETBV), so a variant is only chosen where it can run.
- * GRADWIRE_FORCE_GENERIC is not read here: plugin/ owns the environment.
+ * No environment variable overrides them; gw_codec_generic() and
+ * gw_codec_find_impl() name an implementation explicitly.
  */
 #include "codec_impl.h"
 #if defined(__x86_64__)

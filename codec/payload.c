@@ -20,7 +20,7 @@
  * value at its index after the codec's own decode. A `none` section holds
  * every value as itself, so a `none` payload has no record: its header is
  * always GW_PAYLOAD_HDR bytes, which lets an exact frame be sent from, and
- * received into, the caller's buffer (transport/conn.c).
+ * received into, the caller's buffer (transport/ctx_recv.c).
  *
  * The parser trusts nothing: every field is range-checked before use and the
  * codec's decoder checks the section against n before it writes a byte.

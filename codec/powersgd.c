@@ -3,7 +3,7 @@
  * powersgd.c - PowerSGD: a rank-r approximation P Q^T of the tensor seen as a
  * matrix M, by one power iteration with warm start (Vogels et al., 2019).
  *
- * Encoding y = x (+ res), viewed as M (rows x cols, powersgd.h):
+ * Encoding y = x (+ res), viewed as M (rows x cols, lowrank.h):
  *   Q  <- the stream's Q (state), columns scaled to unit length
  *   P  <- M Q;  orthonormalize(P)
  *   Q  <- M^T P   (kept in the state: the next step's warm start)
@@ -33,7 +33,7 @@
  */
 #include <math.h>
 #include "codec_impl.h"
-#include "powersgd.h"
+#include "lowrank.h"
 
 #define HDR 24
 #define RANGE_MAX 0x1p60f

@@ -52,10 +52,6 @@ struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
  */
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
 
-/* gw_coll_grow() - make the heap block *p (*cap bytes) hold at least bytes,
- * keeping its contents (realloc). Return: 0 or -ENOMEM (*p unchanged). */
-int gw_coll_grow(void **p, size_t *cap, size_t bytes);
-
 /**
  * gw_coll_error() - the first failure's message (e.g. which ranks disagree
  * on an allreduce, and how), or NULL when nothing failed.

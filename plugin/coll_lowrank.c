@@ -5,7 +5,7 @@
  * same low-rank approximation of the sum.
  *
  * Each rank r holds M_r = x_r + e_r (its gradient plus its residual), seen
- * as a rows x cols matrix (codec/powersgd.h), and a Q that is the same on
+ * as a rows x cols matrix (codec/lowrank.h), and a Q that is the same on
  * every rank (drawn from the agreed seed, then always the reduced Q):
  *
  *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring)
@@ -18,10 +18,10 @@
  * and everything else is deterministic, so the replicas are bit-identical.
  *
  * When is it used. At the first lossy allreduce every rank states whether
- * all its connections negotiated powersgd with identical parameters, and an
- * exact allgather of (verdict, spec) makes the decision unanimous: PowerSGD
- * for every lossy allreduce of this gw_coll, or never (the ring with the
- * per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when it
+ * all its connections negotiated powersgd with identical parameters, in the
+ * one exact allgather of that call (coll_allreduce.c), which makes the
+ * decision unanimous: PowerSGD for every lossy allreduce of this gw_coll,
+ * or never (the ring with the per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when it
  * is below min_compress_bytes, when low rank does not save min_factor,
  * during the first `warmup` steps of its stream (with its residual added),
  * and in a step where any rank's M holds NaN/Inf or a value beyond 2^60:
@@ -35,26 +35,17 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "codec_impl.h"
-#include "powersgd.h"
-#include "residuals.h"
+#include "../codec/lowrank.h"
+#include "../common/grow.h"
+#include "coll_impl.h"
 #include "coll_lowrank.h"
 
 #define RANGE_MAX 0x1p60f
-#define SPEC_MAX 128
 
 struct gw_lowrank {
-	int agreed;
-	struct gw_codec codec;
 	float *p, *q, *qn;	/* rows * r + 1, cols * r, cols * r */
 	double *work;
 	size_t p_cap, q_cap, qn_cap, work_cap;
-};
-
-/* One rank's verdict as the allgather carries it. */
-struct verdict {
-	char spec[SPEC_MAX];
-	uint32_t ok;
 };
 
 void gw_lowrank_destroy(struct gw_lowrank *lr)
@@ -68,42 +59,20 @@ void gw_lowrank_destroy(struct gw_lowrank *lr)
 	free(lr);
 }
 
-static int decide(struct gw_coll *c, struct gw_lowrank *lr)
+/*
+ * The exact sum of the factor called id (GW_COLL_ID_LOWRANK_*) on every
+ * rank: what gw_coll_allreduce_id() does with it (the call check, then the
+ * ring), done here so that the allreduce this serves is not entered again.
+ */
+static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
 {
-	struct gw_ctx *ctx = gw_coll_ctx(c);
-	int size = gw_ctx_size(ctx), rc;
-	struct verdict mine = { { 0 }, 1 }, *all;
+	uint64_t key = KEY_ID | id;
+	int rc;
 
-	for (int p = 0; p < size; p++) {
-		const struct gw_codec *cd = gw_ctx_codec(ctx, p);
-		char spec[SPEC_MAX];
-
-		if (!cd)	/* our own rank */
-			continue;
-		if (cd->ops->id != GW_CODEC_POWERSGD ||
-		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
-			mine.ok = 0;
-			continue;
-		}
-		if (!mine.spec[0]) {
-			memcpy(mine.spec, spec, sizeof(spec));
-			lr->codec = *cd;
-		} else if (strcmp(mine.spec, spec)) {
-			mine.ok = 0;
-		}
-	}
-	all = calloc((size_t)size, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
-	if (!rc) {
-		lr->agreed = 1;
-		for (int r = 0; r < size; r++)
-			if (!all[r].ok || strcmp(all[r].spec, all[0].spec))
-				lr->agreed = 0;
-	}
-	free(all);
-	return rc;
+	if (c->err)
+		return c->err;
+	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0);
+	return rc ? rc : coll_ring_allreduce(c, key, buf, n, 0);
 }
 
 static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
@@ -111,15 +80,15 @@ static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
 	size_t q = (size_t)v->cols * v->rank * sizeof(float);
 	int rc;
 
-	rc = gw_coll_grow((void **)&lr->p, &lr->p_cap,
-			  ((size_t)v->rows * v->rank + 1) * sizeof(float));
+	rc = gw_grow((void **)&lr->p, &lr->p_cap,
+		     ((size_t)v->rows * v->rank + 1) * sizeof(float));
 	if (!rc)
-		rc = gw_coll_grow((void **)&lr->q, &lr->q_cap, q);
+		rc = gw_grow((void **)&lr->q, &lr->q_cap, q);
 	if (!rc)
-		rc = gw_coll_grow((void **)&lr->qn, &lr->qn_cap, q);
+		rc = gw_grow((void **)&lr->qn, &lr->qn_cap, q);
 	if (!rc)
-		rc = gw_coll_grow((void **)&lr->work, &lr->work_cap,
-				  gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
+		rc = gw_grow((void **)&lr->work, &lr->work_cap,
+			     gw_psgd_work_size(v->rows, v->rank) * sizeof(double));
 	return rc;
 }
 
@@ -141,66 +110,60 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 			      uint32_t slot, float *buf, uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
+	const struct gw_codec *codec = &c->lowrank_codec;
 	struct gw_lowrank *lr = *lrp;
-	struct gw_rs_entry *e;
+	struct gw_ctx_own e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
 	float flag;
 	int rc;
 
+	if (!c->lowrank)
+		return GW_LOWRANK_DECLINED;
 	if (!lr) {
 		lr = calloc(1, sizeof(*lr));
 		if (!lr)
 			return -ENOMEM;
-		rc = decide(c, lr);
-		if (rc) {
-			free(lr);
-			return rc;
-		}
 		*lrp = lr;
 	}
-	if (!lr->agreed)
-		return GW_LOWRANK_DECLINED;
 
-	gw_psgd_view(&lr->codec.p, n, &v);
+	gw_psgd_view(&codec->p, n, &v);
 	if (n * sizeof(float) < gw_ctx_min_compress_bytes(ctx) || !v.rank)
 		return GW_LOWRANK_EXACT;
-	rc = gw_ctx_own_residual(ctx, slot, n, &lr->codec, &e);
+	rc = gw_ctx_own_residual(ctx, slot, n, codec, &e);
 	if (!rc)
 		rc = buffers(lr, &v);
 	if (rc)
 		return rc;
-	step = gw_psgd_step(e->state);
-	gw_psgd_set_step(e->state, step + 1);
-	flag = (float)form_m(buf, e->res.buf, n);	/* buf = M from here on */
-	if (step < lr->codec.p.warmup) {
-		gw_residual_reset(&e->res);
+	step = gw_psgd_step(e.state);
+	gw_psgd_set_step(e.state, step + 1);
+	flag = (float)form_m(buf, e.res->buf, n);	/* buf = M from here on */
+	if (step < codec->p.warmup) {
+		gw_residual_reset(e.res);
 		return GW_LOWRANK_EXACT;
 	}
 
 	/* P = M Q, summed with the "some rank cannot" flag behind it. */
 	np = v.rows * v.rank;
-	gw_psgd_q_prepare(&lr->codec.p, &v, e->state, lr->qn);
+	gw_psgd_q_prepare(&codec->p, &v, e.state, lr->qn);
 	gw_psgd_mq(buf, &v, lr->qn, lr->p);
 	lr->p[np] = flag;
-	rc = gw_coll_allreduce_id(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1,
-				  GW_COLL_SUM, 0);
+	rc = factor_sum(c, GW_COLL_ID_LOWRANK_P, lr->p, np + 1);
 	if (rc)
 		return rc;
 	if (lr->p[np] != 0) {
-		gw_residual_reset(&e->res);
+		gw_residual_reset(e.res);
 		return GW_LOWRANK_EXACT;
 	}
 	gw_psgd_orthonormalize(lr->p, v.rows, v.rank, lr->work);
 
 	/* Q_r = M^T P; e_r = M - P Q_r^T; Q = sum Q_r; result P Q^T. */
 	gw_psgd_mtp(buf, &v, lr->p, lr->q);
-	gw_psgd_reconstruct(lr->p, lr->q, &v, buf, e->res.buf, GW_PSGD_SUB);
-	rc = gw_coll_allreduce_id(c, GW_COLL_ID_LOWRANK_Q, lr->q,
-				  v.cols * v.rank, GW_COLL_SUM, 0);
+	gw_psgd_reconstruct(lr->p, lr->q, &v, buf, e.res->buf, GW_PSGD_SUB);
+	rc = factor_sum(c, GW_COLL_ID_LOWRANK_Q, lr->q, v.cols * v.rank);
 	if (rc)
 		return rc;
-	memcpy(gw_psgd_state_q(e->state), lr->q, (size_t)v.cols * v.rank * 4);
+	memcpy(gw_psgd_state_q(e.state), lr->q, (size_t)v.cols * v.rank * 4);
 	gw_psgd_reconstruct(lr->p, lr->q, &v, NULL, buf, GW_PSGD_SET);
 	return 0;
 }

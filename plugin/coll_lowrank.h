@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_lowrank.h - PowerSGD's allreduce (coll_lowrank.c), called by the
- * ring allreduce of coll.c for lossy tensors.
+ * coll_lowrank.h - PowerSGD's allreduce (coll_lowrank.c), called by
+ * gw_coll_allreduce() (coll_allreduce.c) for lossy tensors; it sums its
+ * factors with the ring (coll_ring.c).
  */
 #ifndef GW_COLL_LOWRANK_H
 #define GW_COLL_LOWRANK_H
@@ -22,8 +23,8 @@ struct gw_lowrank;
 /**
  * gw_coll_lowrank_allreduce() - allreduce buf[0..n) in place as PowerSGD's
  * linear form, when every connection of every rank negotiated powersgd with
- * the same parameters (decided once, by an exact allgather, at the first
- * call: *lr holds the verdict and the buffers).
+ * the same parameters (c->lowrank: the first lossy call's agreement,
+ * coll_allreduce.c, which must have run). *lr holds the buffers.
  * @slot: the tensor's own slot; its residual and Q live in the context's
  *        residual store under (own rank, slot).
  * Return: 0 (done: buf holds the sum; the caller averages), GW_LOWRANK_DECLINED,

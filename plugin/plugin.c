@@ -24,7 +24,6 @@
 #include "coll.h"
 #include "config.h"
 #include "init.h"
-#include "mac.h"
 #include "queue.h"
 
 _Static_assert(GRADWIRE_LOSSY == GW_CTX_LOSSY, "send flag");
@@ -366,7 +365,7 @@ static int plugin_stats(struct gradwire_context *g, int peer,
 		return rc;
 	memset(out, 0, sizeof(*out));
 	snprintf(out->codec, sizeof(out->codec), "%s", s.codec);
-	snprintf(out->mac, sizeof(out->mac), "%s", gw_mac_alg_name(s.mac));
+	snprintf(out->mac, sizeof(out->mac), "%s", s.mac_name);
 	out->fell_back = s.fell_back;
 	out->frames_sent = s.frames_sent;
 	out->frames_recv = s.frames_recv;

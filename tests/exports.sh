@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# tests/exports.sh LIB INCLUDE_DIR - libgradwire.so exports exactly what the
-# public headers declare with GW_API: functions (gw_*, type T) and data
+# tests/exports.sh LIB INCLUDE_DIR MAP - libgradwire.so exports exactly what
+# the public headers declare with GW_API: functions (gw_*, type T) and data
 # objects such as the table gradwire_plugin_v1 (type D, R or B), plus the
-# version node of gradwire.map (type A), and nothing else.
+# version node of gradwire.map (type A), and nothing else; and the version
+# script MAP lists exactly those names in its global: section.
 set -euo pipefail
-lib=$1 inc=$2
-command -v nm >/dev/null || { echo "SKIP: nm (binutils) is not installed"; exit 77; }
+SKIP=77	# meson's "skipped"
+lib=$1 inc=$2 map=$3
+command -v nm >/dev/null || { echo "SKIP: nm (binutils) is not installed"; exit $SKIP; }
 syms=$(nm -D --defined-only "$lib" | awk 'NF == 3 { sub(/@.*/, "", $3); print $2, $3 }')
 decls=$( (grep -ho 'GW_API[^;]*;\?' "$inc"/gradwire/*.h || true) )
 
@@ -30,6 +32,16 @@ if [ "$got_data" != "$want_data" ]; then
 	diff <(echo "$want_data") <(echo "$got_data") || true
 	rc=1
 fi
+# The names between "global:" and "local:", comments stripped.
+listed=$(sed -e 's|/\*.*\*/||' "$map" | tr -d '\r' |
+	awk '/global:/ { on = 1; next } /local:/ { on = 0 } on' |
+	tr -d ' \t;' | grep -v '^$' | sort)
+want_all=$(printf '%s\n%s\n' "$want_fn" "$want_data" | grep -v '^$' | sort)
+if [ "$listed" != "$want_all" ]; then
+	echo "$map lists other symbols than the GW_API declarations:"
+	diff <(echo "$want_all") <(echo "$listed") || true
+	rc=1
+fi
 if [ -n "$other" ]; then
 	echo "unexpected exported symbols:"
 	echo "$other"
@@ -37,4 +49,4 @@ if [ -n "$other" ]; then
 fi
 [ $rc = 0 ] || exit 1
 [ -n "$want_data" ] || { echo "no GW_API data symbol found (gradwire_plugin_v1?)"; exit 1; }
-echo "exports: $(echo "$got_fn" | wc -l) GW_API functions, data: $got_data; nothing else"
+echo "exports: $(echo "$got_fn" | wc -l) GW_API functions, data: $got_data; nothing else; $(basename "$map") lists them all"

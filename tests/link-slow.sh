@@ -10,10 +10,11 @@
 # The namespaces' addresses (10.77.74.0/24) have no route elsewhere;
 # everything is removed on exit. Skips (77) when not root or without ip/tc.
 set -euo pipefail
+SKIP=77	# meson's "skipped"
 perf=$1
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces, tc)"; exit 77; }
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces, tc)"; exit $SKIP; }
 for t in ip tc; do
-	command -v $t >/dev/null || { echo "SKIP: no $t (iproute2)"; exit 77; }
+	command -v $t >/dev/null || { echo "SKIP: no $t (iproute2)"; exit $SKIP; }
 done
 A=gwS$$a B=gwS$$b VA=gws$$a VB=gws$$b
 store=$(mktemp -d)
@@ -23,7 +24,7 @@ cleanup() {
 	rm -rf "$store"
 }
 trap cleanup EXIT
-ip netns add $A || { echo "SKIP: cannot create a network namespace"; exit 77; }
+ip netns add $A || { echo "SKIP: cannot create a network namespace"; exit $SKIP; }
 ip netns add $B
 ip link add $VA netns $A type veth peer name $VB netns $B
 ip -n $A addr add 10.77.74.1/24 dev $VA

@@ -18,7 +18,7 @@
  *
  * The namespace tests need root, ip and /dev/net/tun: without them they say
  * why, and with GW_TEST_ONLY=link (meson's "faults link") the program exits
- * 77. Each rank is a forked child
+ * TU_SKIP (77). Each rank is a forked child
  * whose stderr goes to <dir>/err-<rank>; the parent plays the operator.
  * Tensors are small so the whole file runs in seconds.
  */
@@ -733,7 +733,7 @@ int main(void)
 		have_ns = !ns_up(ns_why, sizeof(ns_why));
 	if (!have_ns && only && !strcmp(only, "link")) {
 		printf("SKIP: the link tests %s\n", ns_why);
-		return 77;	/* nothing else was asked for */
+		return TU_SKIP;	/* nothing else was asked for */
 	}
 	if (!have_ns)
 		printf("namespace tests skipped: %s\n", ns_why);

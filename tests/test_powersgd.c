@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include "tutil.h"
 #include "codec_impl.h"
-#include "powersgd.h"
+#include "lowrank.h"
 
 #define HDR 24
 

@@ -112,7 +112,7 @@ static int ring_body(int rank, int size, const char *dir, void *arg)
 	struct gw_tp *tp = tp_open(ra->env, rank, size, dir, &st, &err);
 
 	if (!tp)
-		return err == -ENODATA ? 77 : 2;
+		return err == -ENODATA ? TU_SKIP : 2;
 	if (!sbuf || !rbuf)
 		FAIL(0, 9, "out of memory");
 	if (rank == 0)
@@ -952,7 +952,7 @@ static int probe_body(int rank, int size, const char *dir, void *arg)
 	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
 
 	if (!tp)
-		return err == -ENODATA ? 77 : 3;
+		return err == -ENODATA ? TU_SKIP : 3;
 	if (gw_tp_isend(tp, 0, 1, 1, b, sizeof(b), &(struct gw_tp_req){0}) ||
 	    gw_tp_recv(tp, 0, 1, 1, c, sizeof(c)) != sizeof(b))
 		err = 4;

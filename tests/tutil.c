@@ -39,7 +39,7 @@ void tu_skip(const char *why)
 {
 	printf("SKIP: %s\n", why);
 	fflush(stdout);
-	exit(77);
+	exit(TU_SKIP);
 }
 
 static uint64_t sm64(uint64_t *s)

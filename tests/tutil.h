@@ -5,8 +5,8 @@
  * tu_run() registers one suite per program (named after the module it
  * tests), runs it in CUnit's basic mode and turns failures into exit 1.
  * GW_TEST_ONLY=substring keeps only the tests whose name holds it.
- * tu_skip() exits 77 (meson's "skipped") after saying why, so a test that
- * cannot run here never passes silently.
+ * tu_skip() exits TU_SKIP (meson's "skipped") after saying why, so a test
+ * that cannot run here never passes silently.
  */
 #ifndef GW_TUTIL_H
 #define GW_TUTIL_H
@@ -14,6 +14,9 @@
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 #include <stddef.h>
+
+/* The exit status meson counts as "skipped". */
+#define TU_SKIP 77
 
 int tu_run(const char *suite, CU_TestInfo *tests);
 _Noreturn void tu_skip(const char *why);

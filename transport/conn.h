@@ -60,6 +60,7 @@ int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value);
 struct gw_conn_stats {
 	char codec[GW_HS_SPEC_MAX + 1];
 	enum gw_mac_alg mac;
+	char mac_name[32];	/* the MAC's name, e.g. "gmac-aes256" or "none" */
 	bool fell_back;
 	uint64_t frames_sent, frames_recv;
 	uint64_t raw_sent, wire_sent;	/* bytes of tensor data / of frames */
@@ -78,11 +79,12 @@ struct gw_ctx_req {
 	struct gw_tp_req tp;
 	struct gw_ctx *ctx;
 	struct conn_slot *cs;
-	struct gw_rs_entry *res;	/* sends with error feedback */
+	struct gw_rstore_entry *res;	/* sends with error feedback */
 	void *dst;			/* receives: the caller's buffer */
 	uint64_t n;			/* floats, or bytes for byte messages */
 	uint32_t seq;
-	uint8_t kind, dir, add, lossy;
+	enum tp_op_dir dir;
+	uint8_t kind, add, lossy;
 	uint8_t direct;			/* receives: straight into dst (ZEROCOPY) */
 	uint8_t upto;			/* byte receives: any length up to n */
 	/* A completed tensor receive (or a byte receive without dst): its
@@ -119,6 +121,8 @@ void gw_ctx_destroy(struct gw_ctx *ctx);
 int gw_ctx_rank(const struct gw_ctx *ctx);
 int gw_ctx_size(const struct gw_ctx *ctx);
 struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
+/** gw_ctx_provider() - the libfabric provider in use, e.g. "tcp;ofi_rxm". */
+const char *gw_ctx_provider(const struct gw_ctx *ctx);
 
 /**
  * gw_ctx_compresses() - whether a send of n values to peer flagged
@@ -184,6 +188,32 @@ int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
 int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /** gw_ctx_waitall() - wait for all; returns the first error (all are waited). */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n);
+
+/**
+ * gw_ctx_test() - whether r can complete without waiting: progress once
+ * (without sleeping) unless r has already arrived. A receive kept by
+ * gw_ctx_recv_withdraw() is complete at once. gw_ctx_wait() still has to
+ * finish r (authenticate, check, decode; commit a send's residual).
+ * Return: 1 (complete), 0 (not yet), -EINVAL (r is not posted on ctx), or
+ * a progress error.
+ */
+int gw_ctx_test(struct gw_ctx *ctx, struct gw_ctx_req *r);
+
+/**
+ * gw_ctx_progress() - read completions for up to timeout_ms (0: poll once),
+ * for a host that drives several requests with gw_ctx_test().
+ * Return: 0 or -errno.
+ */
+int gw_ctx_progress(struct gw_ctx *ctx, int timeout_ms);
+
+/**
+ * gw_ctx_req_retarget() - make the posted receive r deliver into buf (of
+ * the length posted) instead of the buffer it was posted with: for a host
+ * whose buffer goes away while its receive is still pending. Not for a
+ * receive that lands straight in the caller's buffer (GW_CTX_ZEROCOPY).
+ * Return: 0, or -EINVAL (r is no receive in flight through a frame buffer).
+ */
+int gw_ctx_req_retarget(struct gw_ctx_req *r, void *buf);
 
 /**
  * gw_ctx_abort() - give up a posted request without waiting for it: it is
@@ -255,6 +285,14 @@ void gw_ctx_stats_at_exit(struct gw_ctx *ctx, FILE *f);
 /** gw_ctx_min_compress_bytes() - tensors below this travel exactly. */
 uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
 
+/** struct gw_ctx_own - what gw_ctx_own_residual() lends (valid until the
+ * entry is reshaped, reset or the context destroyed). */
+struct gw_ctx_own {
+	struct gw_residual *res;	/* the residual, n values */
+	uint8_t *state;			/* the codec's state, state_len bytes */
+	size_t state_len;
+};
+
 /**
  * gw_ctx_own_residual() - this rank's own entry of the residual store for
  * slot (peer = own rank), shaped for n values of codec c: error feedback and
@@ -265,7 +303,7 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
  * Return: 0, -ENOMEM, -EINVAL.
  */
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_rs_entry **e);
+			const struct gw_codec *c, struct gw_ctx_own *own);
 
 /** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
  * held (every peer's and slot's residual, staged residual and state). */

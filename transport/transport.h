@@ -5,9 +5,10 @@
  * and tagged sends and receives with bounded, blocking waits.
  *
  * Objects and ownership
- *   struct gw_store   - set/get of small blobs by key (file store here; the
- *                       host's c10d store later). Owned by the caller; the
- *                       context only uses it during gw_tp_create().
+ *   struct gw_store   - set/get of small blobs by key: the file store here,
+ *                       the host's (c10d's, through the plugin table) in
+ *                       plugin/init.c. Owned by the caller; the context only
+ *                       uses it during gw_tp_create().
  *   struct gw_tp      - one context: fabric, domain, endpoint, AV, CQ, the
  *                       fi_addr_t of every peer, the pool of in-flight ops.
  *                       Driven by one thread at a time (FI_THREAD_DOMAIN).
@@ -56,23 +57,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_tagged.h>
 #include "gradwire/gradwire.h"
-
-/* ---- log ------------------------------------------------------------------ */
-
-enum gw_log_level {
-	GW_LOG_ERROR = 0,
-	GW_LOG_WARN = 1,
-	GW_LOG_INFO = 2,
-	GW_LOG_DEBUG = 3,
-};
-
-/**
- * gw_log() - one line on stderr, "gradwire[rank]: text", when level <= max.
- * @max: the configured verbosity (struct gw_tp_cfg.log_level).
- * @rank: the rank the line is about (-1: not known yet).
- */
-void gw_log(int max, int level, int rank, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#include "../common/log.h"
 
 /* ---- rendezvous store ------------------------------------------------------ */
 
@@ -154,7 +139,7 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
  * gw_tp_destroy() - close everything (accepts NULL); in-flight ops are
  * dropped. With a provider that progresses by itself it first waits (at
  * most cfg->timeout_ms) until every peer is leaving too, so that no send
- * that completed here is lost with the connection (context.c).
+ * that completed here is lost with the connection (tp.c).
  */
 void gw_tp_destroy(struct gw_tp *tp);
 
@@ -203,7 +188,7 @@ enum gw_tp_kind {
 };
 
 #define GW_TP_SLOT_MAX ((UINT32_C(1) << 28) - 1)
-/* The CTRL slot of the goodbye gw_tp_destroy() exchanges (context.c). */
+/* The CTRL slot of the goodbye gw_tp_destroy() exchanges (tp.c). */
 #define TP_BYE_SLOT GW_TP_SLOT_MAX
 
 /** gw_tp_tag() - the 64-bit tag of (kind, slot, seq); see the layout above. */
@@ -211,6 +196,9 @@ static inline uint64_t gw_tp_tag(unsigned kind, uint32_t slot, uint32_t seq)
 {
 	return ((uint64_t)(kind & 0xFu) << 60) | ((uint64_t)(slot & GW_TP_SLOT_MAX) << 32) | seq;
 }
+
+/* The direction of a posted operation (a transport op, a context request). */
+enum tp_op_dir { OP_SEND, OP_RECV };
 
 struct tp_op;
 
@@ -330,7 +318,6 @@ int64_t gw_now_ms(void);
 #include <rdma/fi_errno.h>
 
 enum tp_op_state { OP_FREE, OP_POSTED, OP_DONE, OP_ORPHAN };
-enum tp_op_dir { OP_SEND, OP_RECV };
 
 /*
  * One in-flight operation. fi_context2 comes first: libfabric's FI_CONTEXT2

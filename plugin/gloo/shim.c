@@ -74,7 +74,7 @@ uint64_t gwg_host_id(void)
 
 const char *gwg_provider(struct gwg_ctx *c)
 {
-	return gw_tp_provider(gw_ctx_tp((struct gw_ctx *)c));
+	return gw_ctx_provider((struct gw_ctx *)c);
 }
 
 void gwg_log(int level, int rank, const char *msg)
@@ -135,9 +135,7 @@ void gwg_req_frame(const struct gwg_req *r, const void **bytes, size_t *len)
 
 int gwg_test(struct gwg_ctx *c, struct gwg_req *r)
 {
-	struct gw_ctx_req *q = (struct gw_ctx_req *)r;
-
-	return gw_tp_test(gw_ctx_tp((struct gw_ctx *)c), &q->tp);
+	return gw_ctx_test((struct gw_ctx *)c, (struct gw_ctx_req *)r);
 }
 
 int gwg_finish(struct gwg_ctx *c, struct gwg_req *r)
@@ -152,14 +150,12 @@ void gwg_withdraw(struct gwg_ctx *c, struct gwg_req *r)
 
 void gwg_req_retarget(struct gwg_req *r, void *buf)
 {
-	((struct gw_ctx_req *)r)->dst = buf;
+	gw_ctx_req_retarget((struct gw_ctx_req *)r, buf);
 }
 
 int gwg_progress(struct gwg_ctx *c, int timeout_ms)
 {
-	int rc = gw_tp_progress(gw_ctx_tp((struct gw_ctx *)c), timeout_ms);
-
-	return rc < 0 ? rc : 0;
+	return gw_ctx_progress((struct gw_ctx *)c, timeout_ms);
 }
 
 void gwg_trim(struct gwg_ctx *c, int peer, uint32_t slot)

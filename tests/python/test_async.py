@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+SKIP = 77  # the exit status meson counts as "skipped"
+
 try:
     import torch
     import torch.distributed as dist
@@ -34,7 +36,7 @@ try:
     from torch.nn.parallel import DistributedDataParallel as DDP
 except ImportError as e:
     print(f"SKIP: PyTorch is not installed for {sys.executable} ({e})")
-    sys.exit(77)
+    sys.exit(SKIP)
 
 from checks import check, exit_code  # noqa: E402
 

@@ -18,14 +18,14 @@ streams of their own), warm-up 20, checkpointed at step 150
 bit-identical to an uninterrupted run; restoring without the residuals does
 not (so the test sees them).
 
-Exit 77 (skip) when torch is missing or the library lacks the codec (e.g.
-powersgd before it is merged). GW_LIB names libgradwire.so.
+Exit 77 (skip) when torch is missing or the library lacks the codec.
+GW_LIB names libgradwire.so.
 """
 import importlib
 import sys
 import time
 
-SKIP = 77
+SKIP = 77  # the exit status meson counts as "skipped"
 
 try:
     importlib.import_module("torch.distributed")
@@ -65,7 +65,7 @@ def skip_unless(spec):
     name = spec.split(":")[0]
     lib = gwlib.load()
     if not lib.codec_available(name):
-        print(f"SKIP: libgradwire.so ({lib.path}) has no codec '{name}' yet "
+        print(f"SKIP: libgradwire.so ({lib.path}) has no codec '{name}' "
               "(gw_codec_find returned NULL)")
         sys.exit(SKIP)
     return name

@@ -16,6 +16,8 @@ import os
 import sys
 import tempfile
 
+SKIP = 77  # the exit status meson counts as "skipped"
+
 try:
     import torch
     import torch.distributed as dist
@@ -23,7 +25,7 @@ try:
     from torch.nn.parallel import DistributedDataParallel as DDP
 except ImportError as e:
     print(f"SKIP: PyTorch is not installed for {sys.executable} ({e})")
-    sys.exit(77)
+    sys.exit(SKIP)
 
 os.environ.setdefault("GRADWIRE_IFACE", "lo")
 import gradwire.torch as gwt  # noqa: E402

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * context.c - a transport context: rank, size, the fabric objects, and the
- * fi_addr_t of every peer, found through the rendezvous store.
+ * tp.c - the transport base, struct gw_tp (gw_tp_*): rank, size, the fabric
+ * objects, and the fi_addr_t of every peer, found through the rendezvous
+ * store.
  *
  * Address exchange: each rank publishes its fi_getname() bytes under
  * "<job>/tp/addr/<rank>", then fetches every rank's (its own included, so a

@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
-#include "transport.h"
+#include "log.h"
 
 void gw_log(int max, int level, int rank, const char *fmt, ...)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * residuals.c - the per-(peer, slot) residual store (residuals.h).
+ * residual_store.c - the per-(peer, slot) residual store (residual_store.h).
  *
  * A gw_map of entry pointers keyed by (peer, slot). Entries are heap objects,
  * so pointers handed out stay valid while the map grows.
@@ -16,40 +16,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
-#include "map.h"
-#include "residuals.h"
+#include "../common/map.h"
+#include "residual_store.h"
 
-#define RS_MAGIC 0x53525747u	/* "GWRS" */
-#define RS_VERSION 1
-#define RS_STATE_MAX (1u << 28)	/* PowerSGD keeps Q: cols x rank floats */
+#define RSTORE_MAGIC 0x53525747u	/* "GWRS" */
+#define RSTORE_VERSION 1
+#define RSTORE_STATE_MAX (1u << 28)	/* PowerSGD keeps Q: cols x rank floats */
 
-#define RS_SPARE_MAX 16	/* spare staging buffers kept (a ring has 8 sends in flight) */
-#define RS_SPARE_BYTES ((uint64_t)32 << 20)	/* ... and their bytes at most */
+#define RSTORE_SPARE_MAX 16	/* spare staging buffers kept (a ring has 8 sends in flight) */
+#define RSTORE_SPARE_BYTES ((uint64_t)32 << 20)	/* ... and their bytes at most */
 
-struct gw_rs {
-	struct gw_map map;	/* (peer << 32 | slot) -> struct gw_rs_entry */
+struct gw_rstore {
+	struct gw_map map;	/* (peer << 32 | slot) -> struct gw_rstore_entry */
 	uint64_t resets;
 	struct spare {
 		float *buf;
 		uint64_t n;
-	} spare[RS_SPARE_MAX];	/* oldest first */
+	} spare[RSTORE_SPARE_MAX];	/* oldest first */
 	unsigned nspare;
 	uint64_t spare_bytes;
 };
 
 /* Keep buf (n values) as a spare, dropping the oldest ones while there are
  * too many or they hold too much; one larger than the budget is freed. */
-static void spare_put(struct gw_rs *rs, float *buf, uint64_t n)
+static void spare_put(struct gw_rstore *rs, float *buf, uint64_t n)
 {
 	uint64_t bytes = n * sizeof(float);
 
 	if (!buf)
 		return;
-	if (bytes > RS_SPARE_BYTES) {
+	if (bytes > RSTORE_SPARE_BYTES) {
 		free(buf);
 		return;
 	}
-	while (rs->nspare == RS_SPARE_MAX || rs->spare_bytes + bytes > RS_SPARE_BYTES) {
+	while (rs->nspare == RSTORE_SPARE_MAX || rs->spare_bytes + bytes > RSTORE_SPARE_BYTES) {
 		free(rs->spare[0].buf);
 		rs->spare_bytes -= rs->spare[0].n * sizeof(float);
 		memmove(rs->spare, rs->spare + 1, (rs->nspare - 1) * sizeof(rs->spare[0]));
@@ -60,7 +60,7 @@ static void spare_put(struct gw_rs *rs, float *buf, uint64_t n)
 }
 
 /* A spare of exactly n values (the newest), or NULL. */
-static float *spare_take(struct gw_rs *rs, uint64_t n)
+static float *spare_take(struct gw_rstore *rs, uint64_t n)
 {
 	for (unsigned i = rs->nspare; i-- > 0;) {
 		float *b = rs->spare[i].buf;
@@ -81,9 +81,9 @@ static float *spare_take(struct gw_rs *rs, uint64_t n)
 	for (size_t i_ = 0; i_ < (rs)->map.cap; i_++)                     \
 		if (((e) = (rs)->map.e[i_].val) != NULL)
 
-int gw_rs_create(struct gw_rs **out)
+int gw_rstore_create(struct gw_rstore **out)
 {
-	struct gw_rs *rs = calloc(1, sizeof(*rs));
+	struct gw_rstore *rs = calloc(1, sizeof(*rs));
 
 	if (!rs)
 		return -ENOMEM;
@@ -95,7 +95,7 @@ int gw_rs_create(struct gw_rs **out)
 	return 0;
 }
 
-static void entry_free(struct gw_rs_entry *e)
+static void entry_free(struct gw_rstore_entry *e)
 {
 	if (!e)
 		return;
@@ -105,9 +105,9 @@ static void entry_free(struct gw_rs_entry *e)
 	free(e);
 }
 
-void gw_rs_destroy(struct gw_rs *rs)
+void gw_rstore_destroy(struct gw_rstore *rs)
 {
-	struct gw_rs_entry *e;
+	struct gw_rstore_entry *e;
 
 	if (!rs)
 		return;
@@ -119,9 +119,9 @@ void gw_rs_destroy(struct gw_rs *rs)
 	free(rs);
 }
 
-static int any_pending(struct gw_rs *rs)
+static int any_pending(struct gw_rstore *rs)
 {
-	struct gw_rs_entry *e;
+	struct gw_rstore_entry *e;
 
 	FOR_EACH(rs, e)
 		if (e->pending)
@@ -130,12 +130,12 @@ static int any_pending(struct gw_rs *rs)
 }
 
 /* Give e room for n values and state_len bytes of state, all zero. */
-static int shape(struct gw_rs_entry *e, uint64_t n, size_t state_len, uint8_t id)
+static int shape(struct gw_rstore_entry *e, uint64_t n, size_t state_len, uint8_t id)
 {
 	uint8_t *state = NULL;
 	int rc;
 
-	if (n > SIZE_MAX / sizeof(float) || state_len > RS_STATE_MAX)
+	if (n > SIZE_MAX / sizeof(float) || state_len > RSTORE_STATE_MAX)
 		return -EINVAL;
 	if (state_len && !(state = calloc(1, state_len)))
 		return -ENOMEM;
@@ -154,11 +154,11 @@ static int shape(struct gw_rs_entry *e, uint64_t n, size_t state_len, uint8_t id
 	return 0;
 }
 
-int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
-	      const struct gw_codec *c, struct gw_rs_entry **out, int *reshaped)
+int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n,
+		  const struct gw_codec *c, struct gw_rstore_entry **out, int *reshaped)
 {
 	size_t state_len = gw_codec_state_size(c, n);
-	struct gw_rs_entry *e;
+	struct gw_rstore_entry *e;
 	int rc;
 
 	*reshaped = 0;
@@ -197,7 +197,7 @@ int gw_rs_get(struct gw_rs *rs, uint32_t peer, uint32_t slot, uint64_t n,
 	return 0;
 }
 
-int gw_rs_stage(struct gw_rs_entry *e)
+int gw_rstore_stage(struct gw_rstore_entry *e)
 {
 	if (e->staged || !e->res.n)
 		return 0;
@@ -207,7 +207,7 @@ int gw_rs_stage(struct gw_rs_entry *e)
 	return e->staged ? 0 : -ENOMEM;
 }
 
-void gw_rs_commit(struct gw_rs_entry *e)
+void gw_rstore_commit(struct gw_rstore_entry *e)
 {
 	float *t = e->res.buf;
 
@@ -219,7 +219,7 @@ void gw_rs_commit(struct gw_rs_entry *e)
 	spare_put(e->rs, t, e->res.n);
 }
 
-void gw_rs_abort(struct gw_rs_entry *e)
+void gw_rstore_abort(struct gw_rstore_entry *e)
 {
 	if (!e->pending)
 		return;
@@ -228,9 +228,9 @@ void gw_rs_abort(struct gw_rs_entry *e)
 	e->staged = NULL;
 }
 
-void gw_rs_reset(struct gw_rs *rs)
+void gw_rstore_reset(struct gw_rstore *rs)
 {
-	struct gw_rs_entry *e;
+	struct gw_rstore_entry *e;
 
 	FOR_EACH(rs, e) {
 		gw_residual_reset(&e->res);
@@ -239,9 +239,9 @@ void gw_rs_reset(struct gw_rs *rs)
 	}
 }
 
-uint64_t gw_rs_bytes(const struct gw_rs *rs)
+uint64_t gw_rstore_bytes(const struct gw_rstore *rs)
 {
-	const struct gw_rs_entry *e;
+	const struct gw_rstore_entry *e;
 	uint64_t b = 0;
 
 	FOR_EACH(rs, e)
@@ -252,12 +252,12 @@ uint64_t gw_rs_bytes(const struct gw_rs *rs)
 	return b;
 }
 
-size_t gw_rs_count(const struct gw_rs *rs)
+size_t gw_rstore_count(const struct gw_rstore *rs)
 {
 	return rs->map.count;
 }
 
-uint64_t gw_rs_resets(const struct gw_rs *rs)
+uint64_t gw_rstore_resets(const struct gw_rstore *rs)
 {
 	return rs->resets;
 }
@@ -278,7 +278,7 @@ static void wr(struct wr *w, const void *p, size_t len)
 		w->err = -EIO;
 }
 
-int gw_rs_save(const struct gw_rs *rs, const char *path)
+int gw_rstore_save(const struct gw_rstore *rs, const char *path)
 {
 	struct wr w = { 0 };
 	uint8_t sum[32];
@@ -287,9 +287,9 @@ int gw_rs_save(const struct gw_rs *rs, const char *path)
 	uint64_t u64;
 	int rc;
 
-	struct gw_rs_entry *e;
+	struct gw_rstore_entry *e;
 
-	if (any_pending((struct gw_rs *)rs))
+	if (any_pending((struct gw_rstore *)rs))
 		return -EBUSY;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
@@ -299,9 +299,9 @@ int gw_rs_save(const struct gw_rs *rs, const char *path)
 	w.md = EVP_MD_CTX_new();
 	if (!w.md || !EVP_DigestInit_ex(w.md, EVP_sha256(), NULL))
 		w.err = -ENOMEM;
-	u32 = RS_MAGIC;
+	u32 = RSTORE_MAGIC;
 	wr(&w, &u32, 4);
-	u32 = RS_VERSION;
+	u32 = RSTORE_VERSION;
 	wr(&w, &u32, 4);
 	u64 = rs->map.count;
 	wr(&w, &u64, 8);
@@ -347,9 +347,9 @@ static int rd(struct rd *r, void *out, size_t len)
 	return 0;
 }
 
-int gw_rs_load(struct gw_rs *rs, const char *path)
+int gw_rstore_load(struct gw_rstore *rs, const char *path)
 {
-	struct gw_rs *fresh = NULL;
+	struct gw_rstore *fresh = NULL;
 	uint8_t *buf = NULL, sum[32];
 	struct rd r;
 	uint32_t magic, version;
@@ -383,13 +383,13 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 	r.p = buf;
 	r.left = (size_t)size - 32;
 	if (rd(&r, &magic, 4) || rd(&r, &version, 4) || rd(&r, &count, 8) ||
-	    magic != RS_MAGIC || version != RS_VERSION || count > r.left / 24)
+	    magic != RSTORE_MAGIC || version != RSTORE_VERSION || count > r.left / 24)
 		goto out;
-	rc = gw_rs_create(&fresh);
+	rc = gw_rstore_create(&fresh);
 	if (rc)
 		goto out;
 	for (uint64_t i = 0; i < count; i++) {
-		struct gw_rs_entry *e;
+		struct gw_rstore_entry *e;
 		struct gw_codec c;
 		uint32_t peer, slot, state_len;
 		uint8_t id[4];
@@ -400,13 +400,13 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 		if (rd(&r, &peer, 4) || rd(&r, &slot, 4) || rd(&r, &n, 8) ||
 		    rd(&r, id, 4) || rd(&r, &state_len, 4) || id[1] || id[2] ||
 		    id[3] || n > GW_MAX_ELEMS || n > r.left / sizeof(float) ||
-		    state_len > RS_STATE_MAX || !gw_codec_find_id(id[0]))
+		    state_len > RSTORE_STATE_MAX || !gw_codec_find_id(id[0]))
 			goto out;
 		gw_codec_init(&c, gw_codec_find_id(id[0]));
 		if (gw_codec_state_size(&c, n) != state_len ||
 		    gw_map_get(&fresh->map, KEY(peer, slot)))	/* a duplicate */
 			goto out;
-		rc = gw_rs_get(fresh, peer, slot, n, &c, &e, &reshaped);
+		rc = gw_rstore_get(fresh, peer, slot, n, &c, &e, &reshaped);
 		if (rc)
 			goto out;
 		rc = -EBADMSG;
@@ -423,8 +423,8 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 	}
 	rc = r.left ? -EBADMSG : 0;
 	if (!rc) {	/* swap the contents in: all or nothing */
-		struct gw_rs t = *rs;
-		struct gw_rs_entry *e;
+		struct gw_rstore t = *rs;
+		struct gw_rstore_entry *e;
 
 		*rs = *fresh;
 		rs->resets = t.resets;
@@ -433,7 +433,7 @@ int gw_rs_load(struct gw_rs *rs, const char *path)
 			e->rs = rs;
 	}
 out:
-	gw_rs_destroy(fresh);
+	gw_rstore_destroy(fresh);
 	free(buf);
 	fclose(f);
 	return rc;

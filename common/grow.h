@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * grow.h - gw_grow(), a heap block that only grows (grow.c).
+ */
+#ifndef GW_GROW_H
+#define GW_GROW_H
+
+#include <stddef.h>
+
+/* gw_grow() - make the heap block *p (*cap bytes) hold at least bytes,
+ * keeping its contents (realloc). Return: 0 or -ENOMEM (*p unchanged). */
+int gw_grow(void **p, size_t *cap, size_t bytes);
+
+#endif

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coll_allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
+ * PowerSGD's linear form when every rank agreed on it (coll_lowrank.c),
+ * else the ring (coll_ring.c), then the average. The top of the
+ * collectives: it calls them, none of them calls it.
+ *
+ * The first lossy call's agreement. Everything a lossy allreduce must agree
+ * on before data moves travels in one exact allgather at the first lossy
+ * call on more than one rank, a struct first_lossy from each rank:
+ *
+ *   0 char spec[128]  PowerSGD's parameters on all its connections, or ""
+ * 128 u32 powersgd    1: every connection negotiated powersgd with spec
+ * 132 u32 lossy       1: its link to the next rank compresses
+ * 136 f64 bpv         that link's wire bytes per value (4 when exact)
+ *
+ * PowerSGD's scheme is used when every rank says powersgd with the same
+ * spec; otherwise the ring cuts its segments for the largest bpv of any
+ * link (every rank cuts the same ones) and runs lossy calls exactly when no
+ * link compresses.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coll_impl.h"
+#include "coll_lowrank.h"
+
+#define SPEC_MAX 128
+
+struct first_lossy {
+	char spec[SPEC_MAX];
+	uint32_t powersgd;
+	uint32_t lossy;
+	double bpv;
+};
+_Static_assert(sizeof(struct first_lossy) == 144, "the first lossy call's statement is 144 bytes");
+
+/* What this rank states; *lowrank: its connections' PowerSGD codec. */
+static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m,
+			     struct gw_codec *lowrank)
+{
+	enum { PROBE = 1 << 20 };
+	const struct gw_codec *k = gw_ctx_codec(c->ctx, mod(c->rank + 1, c->size));
+
+	memset(m, 0, sizeof(*m));
+	m->powersgd = 1;
+	m->bpv = sizeof(float);
+	if (k->ops->lossy) {
+		m->lossy = 1;
+		m->bpv = (double)gw_payload_bound(k, PROBE) / PROBE;
+	}
+	for (int p = 0; p < c->size; p++) {
+		const struct gw_codec *cd = gw_ctx_codec(c->ctx, p);
+		char spec[SPEC_MAX] = "";
+
+		if (!cd)	/* our own rank */
+			continue;
+		if (cd->ops->id != GW_CODEC_POWERSGD ||
+		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
+			m->powersgd = 0;
+			continue;
+		}
+		if (!m->spec[0]) {
+			memcpy(m->spec, spec, sizeof(spec));
+			*lowrank = *cd;
+		} else if (strcmp(m->spec, spec)) {
+			m->powersgd = 0;
+		}
+	}
+}
+
+/* The agreement (see the top of this file), once per gw_coll. */
+static int agree(struct gw_coll *c)
+{
+	struct first_lossy mine, *all;
+	struct gw_codec lowrank;
+	int rc;
+
+	if (c->agreed)
+		return 0;
+	memset(&lowrank, 0, sizeof(lowrank));
+	first_lossy_mine(c, &mine, &lowrank);
+	all = calloc((size_t)c->size, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
+	if (!rc) {
+		c->lowrank = true;
+		for (int r = 0; r < c->size; r++) {
+			c->wire_bpv = all[r].bpv > c->wire_bpv ? all[r].bpv : c->wire_bpv;
+			c->lossy_links |= all[r].lossy != 0;
+			if (!all[r].powersgd || strncmp(all[r].spec, all[0].spec, SPEC_MAX))
+				c->lowrank = false;
+		}
+		c->lowrank_codec = lowrank;
+		c->agreed = true;
+	}
+	free(all);
+	return rc;
+}
+
+static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+		     enum gw_coll_op op, unsigned flags)
+{
+	int size = c->size, rc;
+	unsigned lossy = flags & GW_CTX_LOSSY;
+
+	if (c->err)
+		return c->err;
+	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
+	    (n && !buf))
+		return -EINVAL;
+	if (size > 1) {
+		rc = coll_check_call(c, key, n, op, lossy);
+		if (rc)
+			return rc;
+	}
+	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
+		rc = agree(c);
+		if (rc)
+			return coll_fail(c, rc, "allreduce (the first lossy call's agreement)", 0);
+		rc = gw_coll_lowrank_allreduce(c, &c->lr,
+					       slot_of(coll_stream_of(c, key), 0), buf, n);
+		if (rc < 0)
+			return coll_fail(c, rc, "allreduce (low rank)", 0);
+		if (rc == 0)
+			goto avg;
+		if (rc == GW_LOWRANK_EXACT)
+			lossy = 0;
+	}
+	if (size == 1 || !n)
+		goto avg;
+	if (lossy && !c->lossy_links)	/* no link compresses */
+		lossy = 0;
+	rc = coll_ring_allreduce(c, key, buf, n, lossy);
+	if (rc)
+		return rc;
+avg:
+	if (op == GW_COLL_AVG && size > 1)
+		for (uint64_t i = 0; i < n; i++)
+			buf[i] /= (float)size;
+	return 0;
+}
+
+int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
+		      enum gw_coll_op op, unsigned flags)
+{
+	return allreduce(c, n & ~KEY_ID, buf, n, op, flags);
+}
+
+int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
+			 uint64_t n, enum gw_coll_op op, unsigned flags)
+{
+	return allreduce(c, KEY_ID | id, buf, n, op, flags);
+}

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctx_connect.c - connecting a context to every peer: host ids through the
+ * store, the handshake's two rounds and this side's decision for each peer.
+ * handshake.c keeps the pure rules (messages, decision, keys); this file
+ * moves them (conn.h has the contract; docs/wire-format.md the bytes).
+ *
+ * Handshake (all peers at once, two rounds):
+ *   store: "<job>/host/<rank>" = host id
+ *   CTRL slot 0 seq 0: HELLO both ways;  decide;  CTRL slot 0 seq 1: FINISHED.
+ * A side whose decision fails still sends FINISHED, as a refusal with its
+ * reason, so both ends report it instead of one timing out.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include "ctx_impl.h"
+
+#define HS_SLOT 0
+#define HS_SEQ_HELLO 0
+#define HS_SEQ_FINISHED 1
+
+uint64_t gw_ctx_host_id_default(void)
+{
+	char name[256] = "";
+	uint64_t h = UINT64_C(0xcbf29ce484222325);	/* FNV-1a */
+
+	gethostname(name, sizeof(name) - 1);
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * UINT64_C(0x100000001b3);
+	return h ? h : 1;
+}
+
+static int parse_algs(const char *list, struct gw_hs_hello *h, char *err,
+		      size_t errlen)
+{
+	int n;
+
+	if (!list)
+		list = "gmac-aes256,hmac-sha256";
+	n = gw_mac_alg_list_parse(list, h->algs, GW_HS_MAX_ALGS);
+	if (n < 0) {
+		snprintf(err, errlen, "MAC algorithms '%s': expected a list of "
+			 "gmac-aes256, hmac-sha256", list);
+		return n;
+	}
+	h->nalgs = (uint8_t)n;
+	return 0;
+}
+
+/* Our HELLO template (codec list and LOCAL flag are set per peer). */
+static int hello_base(const struct gw_ctx_cfg *cfg, int rank, int size,
+		      bool has_key, uint64_t host, struct gw_hs_hello *h,
+		      char *err, size_t errlen)
+{
+	memset(h, 0, sizeof(*h));
+	h->version = cfg->hs_version ? cfg->hs_version : GW_HS_VERSION;
+	h->flags = (uint16_t)((has_key ? GW_HS_F_HAS_KEY : 0) |
+			      (cfg->fallback ? GW_HS_F_FALLBACK : 0));
+	h->rank = (uint32_t)rank;
+	h->size = (uint32_t)size;
+	h->host_id = host;
+	if (cfg->mac_mode < GW_MAC_OFF || cfg->mac_mode > GW_MAC_REQUIRED) {
+		snprintf(err, errlen, "MAC mode %d is not off, optional or required",
+			 cfg->mac_mode);
+		return -EINVAL;
+	}
+	h->mac_mode = (uint8_t)cfg->mac_mode;
+	if (cfg->nagree > GW_HS_MAX_AGREE)
+		return -EINVAL;
+	h->nagree = cfg->nagree;
+	memcpy(h->agree, cfg->agree, sizeof(h->agree));
+	return parse_algs(cfg->mac_algs, h, err, errlen);
+}
+
+int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value)
+{
+	size_t len = name ? strlen(name) : 0;
+	uint8_t i;
+
+	if (len < 1 || len > GW_HS_AGREE_NAME_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < len; k++)
+		if (!((name[k] >= 'A' && name[k] <= 'Z') ||
+		      (name[k] >= '0' && name[k] <= '9') || name[k] == '_'))
+			return -EINVAL;
+	for (i = 0; i < cfg->nagree; i++)
+		if (!strcmp(cfg->agree[i].name, name))
+			break;
+	if (i == GW_HS_MAX_AGREE)
+		return -ENOSPC;
+	memcpy(cfg->agree[i].name, name, len + 1);
+	cfg->agree[i].value = value;
+	if (i == cfg->nagree)
+		cfg->nagree++;
+	return 0;
+}
+
+static int codec_list(const char *list, struct gw_hs_hello *h, const char *what,
+		      char *err, size_t errlen)
+{
+	char e[200];
+	int n = gw_codec_list_parse(list, h->codecs, GW_HS_MAX_CODECS, e, sizeof(e));
+
+	if (n < 0) {
+		snprintf(err, errlen, "%s: %s", what, e);
+		return n;
+	}
+	h->ncodecs = (uint8_t)n;
+	return 0;
+}
+
+struct hs_peer {
+	uint8_t hello_out[GW_HS_HELLO_MAX], hello_in[GW_HS_HELLO_MAX];
+	uint8_t fin_out[GW_HS_FINISHED_MAX], fin_in[GW_HS_FINISHED_MAX];
+	size_t hello_out_len, fin_out_len;
+	ssize_t hello_in_len, fin_in_len;	/* bytes, or -errno */
+	struct gw_hs_hello me, peer;
+	int rc;				/* our decision for this peer */
+	char err[400];
+};
+
+/*
+ * One round: post a control receive and send to every peer, then wait for
+ * all of them under one deadline (everything posted is waited for, even
+ * after an error, so no operation outlives its buffer).
+ */
+static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err,
+		    size_t errlen)
+{
+	uint32_t seq = fin ? HS_SEQ_FINISHED : HS_SEQ_HELLO;
+	struct gw_tp_req *reqs = calloc(2 * (size_t)ctx->size, sizeof(*reqs));
+	int *peer_of = calloc(2 * (size_t)ctx->size, sizeof(*peer_of));
+	size_t nreq = 0;
+	int rc = reqs && peer_of ? 0 : -ENOMEM;
+
+	for (int p = 0; p < ctx->size && !rc; p++) {
+		struct hs_peer *x = &hp[p];
+
+		if (p == ctx->rank)
+			continue;
+		peer_of[nreq] = p;
+		rc = gw_tp_irecv_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
+				      fin ? x->fin_in : x->hello_in,
+				      fin ? sizeof(x->fin_in) : sizeof(x->hello_in),
+				      &reqs[nreq]);
+		if (rc)
+			break;
+		peer_of[++nreq] = p;
+		rc = gw_tp_isend_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
+				      fin ? x->fin_out : x->hello_out,
+				      fin ? x->fin_out_len : x->hello_out_len,
+				      &reqs[nreq]);
+		if (rc)
+			break;
+		nreq++;
+	}
+	if (rc && reqs)
+		snprintf(err, errlen, "handshake: posting to rank %d failed: %s",
+			 peer_of[nreq], gw_strerror(rc));
+	if (nreq) {
+		int wrc = gw_tp_waitall(ctx->tp, reqs, nreq, ctx->timeout_ms);
+
+		for (size_t i = 0; i < nreq; i++) {
+			if (i % 2 == 0)	/* receives: what arrived */
+				*(fin ? &hp[peer_of[i]].fin_in_len :
+					&hp[peer_of[i]].hello_in_len) = reqs[i].result;
+			if (!rc && wrc && reqs[i].result < 0) {
+				rc = (int)reqs[i].result;
+				snprintf(err, errlen, "handshake with rank %d: %s %s",
+					 peer_of[i], i % 2 ? "sending" : "receiving",
+					 fin ? "FINISHED" : "HELLO");
+				snprintf(err + strlen(err), errlen - strlen(err),
+					 " failed: %s", gw_strerror(rc));
+			}
+		}
+	}
+	free(reqs);
+	free(peer_of);
+	return rc;
+}
+
+/* Build our HELLO for peer p (its list depends on whether p shares our host). */
+static int hello_for(const struct gw_ctx_cfg *cfg, const struct gw_hs_hello *base,
+		     bool local, struct hs_peer *x, char *err, size_t errlen)
+{
+	const char *list = local && cfg->codec_local ? cfg->codec_local :
+			   cfg->codec ? cfg->codec : "none";
+	ssize_t len;
+	int rc;
+
+	x->me = *base;
+	if (local)
+		x->me.flags |= GW_HS_F_LOCAL;
+	rc = codec_list(list, &x->me, local && cfg->codec_local ?
+			"GRADWIRE_CODEC_LOCAL" : "GRADWIRE_CODEC", err, errlen);
+	if (rc)
+		return rc;
+	if (RAND_bytes(x->me.nonce, GW_HS_NONCE) != 1)
+		return -EIO;
+	len = gw_hs_hello_build(&x->me, x->hello_out, sizeof(x->hello_out));
+	if (len < 0)
+		return (int)len;
+	x->hello_out_len = (size_t)len;
+	/* Decide from what we sent, parsed back (as the peer reads it). */
+	if (x->me.version == GW_HS_VERSION)
+		rc = gw_hs_hello_parse(x->hello_out, x->hello_out_len, &x->me);
+	return rc;
+}
+
+/* Our decision for peer p after round one; on failure x->rc and x->err. */
+static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x,
+		      const uint8_t *psk)
+{
+	struct conn *c = &ctx->conns[p];
+	ssize_t len;
+
+	x->rc = gw_hs_hello_parse(x->hello_in, (size_t)x->hello_in_len, &x->peer);
+	if (x->rc == -EPROTONOSUPPORT || (!x->rc && x->peer.version != x->me.version)) {
+		x->rc = -EPROTONOSUPPORT;
+		snprintf(x->err, sizeof(x->err), "protocol version skew: rank %d "
+			 "speaks %u, rank %d speaks %u", ctx->rank, x->me.version,
+			 p, x->peer.version);
+	} else if (x->rc) {
+		snprintf(x->err, sizeof(x->err), "rank %d sent a malformed HELLO", p);
+	} else if (x->peer.rank != (uint32_t)p) {
+		x->rc = -EINVAL;
+		snprintf(x->err, sizeof(x->err), "the HELLO from rank %d says it is "
+			 "rank %u", p, x->peer.rank);
+	} else {
+		x->rc = gw_hs_decide(&x->me, x->hello_out, x->hello_out_len, &x->peer,
+				     x->hello_in, (size_t)x->hello_in_len, psk,
+				     &c->hs, x->err, sizeof(x->err));
+	}
+	if (!x->rc && c->hs.mac &&
+	    (gw_mac_create(c->hs.mac, c->hs.key_send, &c->tx) ||
+	     gw_mac_create(c->hs.mac, c->hs.key_recv, &c->rx))) {
+		x->rc = -EIO;
+		snprintf(x->err, sizeof(x->err), "OpenSSL refused the MAC keys");
+	}
+	len = x->rc ? gw_hs_finished_build(NULL, x->rc, x->err, x->fin_out,
+					   sizeof(x->fin_out))
+		    : gw_hs_finished_build(&c->hs, 0, NULL, x->fin_out,
+					   sizeof(x->fin_out));
+	x->fin_out_len = (size_t)(len < 0 ? 0 : len);
+}
+
+int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
+		  struct gw_store *st, const char *job, char *err, size_t errlen)
+{
+	uint8_t psk[GW_MAC_KEY_LEN];
+	bool has_key = false;
+	uint64_t host = cfg->host_id ? cfg->host_id : gw_ctx_host_id_default();
+	struct gw_hs_hello base;
+	struct hs_peer *hp = NULL;
+	char key[160];
+	int rc;
+
+	if (cfg->mac_key_file && cfg->mac_mode != GW_MAC_OFF) {
+		rc = gw_key_file_load(cfg->mac_key_file, psk);
+		if (rc) {
+			snprintf(err, errlen, "MAC key file %s: %s%s", cfg->mac_key_file,
+				 gw_strerror(rc), rc == -EACCES ?
+				 " (it must be a regular file only its owner can read)" : "");
+			return rc;
+		}
+		has_key = true;
+	}
+	rc = hello_base(cfg, ctx->rank, ctx->size, has_key, host, &base, err, errlen);
+	if (rc)
+		goto out;
+	hp = calloc((size_t)ctx->size, sizeof(*hp));
+	rc = -ENOMEM;
+	if (!hp)
+		goto out;
+
+	/* Host ids first: they decide which codec list each peer gets. */
+	snprintf(key, sizeof(key), "%s/host/%d", job, ctx->rank);
+	rc = gw_store_set(st, key, &host, sizeof(host));
+	for (int p = 0; p < ctx->size && !rc; p++) {
+		uint64_t ph = 0;
+		ssize_t got;
+
+		if (p == ctx->rank)
+			continue;
+		snprintf(key, sizeof(key), "%s/host/%d", job, p);
+		got = gw_store_get(st, key, &ph, sizeof(ph), ctx->timeout_ms);
+		if (got != sizeof(ph)) {
+			rc = got < 0 ? (int)got : -EBADMSG;
+			snprintf(err, errlen, "rank %d's host id: %s", p, gw_strerror(rc));
+			break;
+		}
+		rc = hello_for(cfg, &base, ph == host, &hp[p], err, errlen);
+	}
+	if (!rc)
+		rc = hs_round(ctx, hp, 0, err, errlen);
+	if (rc)
+		goto out;
+	for (int p = 0; p < ctx->size; p++)
+		if (p != ctx->rank)
+			hs_decide(ctx, p, &hp[p], has_key ? psk : NULL);
+	rc = hs_round(ctx, hp, 1, err, errlen);
+	for (int p = 0; p < ctx->size && !rc; p++) {
+		struct hs_peer *x = &hp[p];
+		struct conn *c = &ctx->conns[p];
+
+		if (p == ctx->rank)
+			continue;
+		if (x->rc) {	/* our own refusal; the peer reports the same */
+			rc = x->rc;
+			snprintf(err, errlen, "%s", x->err);
+			break;
+		}
+		rc = gw_hs_finished_check(&c->hs, x->fin_in, (size_t)x->fin_in_len,
+					  err, errlen);
+		if (rc == -EBADMSG)
+			snprintf(err, errlen, "rank %d sent a malformed FINISHED", p);
+		if (!rc)
+			ctx_log(ctx, GW_LOG_INFO, "rank %d: codec %s%s, MAC %s", p,
+				c->hs.codec.ops->name, c->hs.fell_back ? " (fallback)" : "",
+				gw_mac_alg_name(c->hs.mac));
+	}
+out:
+	free(hp);
+	OPENSSL_cleanse(psk, sizeof(psk));
+	return rc;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctx_impl.h - inside a context (conn.h has the contract): its parts and the
+ * helpers its files share.
+ *
+ * Ownership: the context owns the transport, one struct conn per peer, the
+ * residual store and one codec scratch area (encodes run in the caller's
+ * thread, one at a time). A conn owns its two MAC contexts and a map of
+ * struct conn_slot, which owns the frame buffers of one (peer, slot): one for
+ * the send in flight, one for the receive in flight. Buffers only grow,
+ * unless gw_ctx_slot_trim() moves idle ones to the context's pool.
+ *
+ * The files: ctx.c (slots, buffers and pool; create, destroy; statistics),
+ * ctx_connect.c (host ids, the handshake's rounds and the decision; the pure
+ * rules are handshake.c's), ctx_send.c and ctx_recv.c (deliver, wait, abort,
+ * receive-from-any).
+ */
+#ifndef GW_CTX_IMPL_H
+#define GW_CTX_IMPL_H
+
+#include "conn.h"
+#include "../common/map.h"
+
+/* Exact tensors at least this large are sent without a copy when the
+ * caller allows it (GW_CTX_ZEROCOPY): below, the copy costs less than the
+ * gathered send. */
+#define GATHER_MIN (64u << 10)
+#define POOL_MAX 16
+
+struct conn_slot {
+	uint32_t slot;
+	uint32_t send_seq, recv_seq;
+	uint8_t *sbuf, *rbuf;
+	size_t scap, rcap;
+	struct gw_tp_mr *smr, *rmr;
+	bool sbusy, rbusy;
+	size_t stash;		/* recv_any: a frame that arrived unasked, or 0 */
+	struct conn *c;
+};
+
+struct conn {
+	int peer;
+	struct gw_hs_result hs;
+	struct gw_mac *tx, *rx;
+	struct gw_map slots;	/* slot -> struct conn_slot */
+	struct gw_conn_stats st;
+};
+
+struct gw_ctx {
+	int rank, size;
+	int timeout_ms, log_level;
+	uint64_t min_compress_bytes;
+	struct gw_tp *tp;
+	struct conn *conns;	/* size entries; conns[rank] unused */
+	struct gw_rstore *rs;
+	struct gw_codec none;
+	void *scratch;
+	size_t scratch_cap;
+	FILE *stats_out;
+	/* The first send or receive that failed: its peer (-1: none) and
+	 * direction, for the collectives' error message. */
+	int failed_peer;
+	enum tp_op_dir failed_dir;
+	/* Frame buffers that gw_ctx_slot_trim() took from idle slots, for the
+	 * next slot that needs one (largest kept when full). */
+	struct pool_buf {
+		uint8_t *buf;
+		size_t cap;
+		struct gw_tp_mr *mr;
+	} pool[POOL_MAX];
+	unsigned npool;
+};
+
+#define ctx_log(ctx, lvl, ...) gw_log((ctx)->log_level, (lvl), (ctx)->rank, __VA_ARGS__)
+
+/* ctx.c */
+/* The slot of (peer c, slot), created on first use; NULL: no memory. */
+struct conn_slot *ctx_slot_get(struct conn *c, uint32_t slot);
+/* Make *buf hold need bytes (a pooled buffer, or a new one registered when
+ * the provider wants that). Return: 0, -ENOMEM or a registration's -errno. */
+int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
+		    struct gw_tp_mr **mr, size_t need);
+/* Clear r, check the arguments of a request and find its slot. */
+int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf,
+		  uint64_t n, struct gw_ctx_req *r, struct conn_slot **cs);
+
+/* ctx_connect.c */
+/* Host ids through the store, then HELLO and FINISHED with every peer;
+ * fills ctx->conns[p].hs and the MAC contexts. err: why, naming the peer. */
+int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
+		  struct gw_store *st, const char *job, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ctx_recv.c - receiving on a context, and completing requests: post a
+ * receive at the frame's bound (or straight into the caller's buffer),
+ * deliver (MAC first, then every header field, then decode), wait (which
+ * also commits or drops a send's residual), abort, and receive-from-any
+ * with the withdrawal of the losing receives.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "ctx_impl.h"
+#include "frame.h"
+#include "residual_store.h"
+
+/*
+ * Post a receive of a frame of at most need bytes into cs->rbuf; or, when
+ * direct, of exactly an exact payload of n values: its frame and payload
+ * headers into cs->rbuf, the values straight into dst.
+ */
+static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
+		     void *dst, uint64_t n, size_t need, int add, bool direct,
+		     struct gw_ctx_req *r)
+{
+	struct iovec iov[2];
+	int rc;
+
+	if (cs->rbusy)
+		return -EBUSY;
+	r->ctx = ctx;
+	r->cs = cs;
+	r->dst = dst;
+	r->n = n;
+	r->kind = kind;
+	r->dir = OP_RECV;
+	r->add = (uint8_t)add;
+	r->direct = direct && !cs->stash;	/* a stashed frame is whole */
+	if (cs->stash) {
+		/* Already here (recv_any withdrew it after it arrived): it
+		 * holds the sequence number consumed when it was posted. */
+		r->seq = cs->recv_seq - 1;
+		cs->rbusy = true;
+		return 0;
+	}
+	r->seq = cs->recv_seq;
+	rc = ctx_buf_reserve(ctx, &cs->rbuf, &cs->rcap, &cs->rmr, need);
+	if (rc)
+		return rc;
+	if (r->direct) {
+		iov[0] = (struct iovec){ cs->rbuf, need };
+		iov[1] = (struct iovec){ dst, n * sizeof(float) };
+		rc = gw_tp_irecvv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, iov, 2,
+				  &r->tp);
+	} else {
+		rc = gw_tp_irecv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, cs->rbuf,
+				 cs->rcap, &r->tp);
+	}
+	if (rc)
+		return rc;
+	cs->rbusy = true;
+	cs->recv_seq++;
+	return 0;
+}
+
+/* Receive bound: the negotiated codec or `none` (small or exact tensors). */
+static size_t tensor_bound(const struct conn *c, const struct gw_codec *none,
+			   uint64_t n)
+{
+	size_t a = gw_payload_bound(&c->hs.codec, n), b = gw_payload_bound(none, n);
+
+	return gw_frame_bound(a > b ? a : b, c->hs.mac);
+}
+
+int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
+		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	bool direct;
+	int rc;
+
+	rc = ctx_req_begin(ctx, peer, slot, y, n, r, &cs);
+	if (rc)
+		return rc;
+	direct = (flags & (GW_CTX_ZEROCOPY | GW_CTX_ADD)) == GW_CTX_ZEROCOPY &&
+		 cs->c->hs.mac == GW_MAC_NONE && n * sizeof(float) >= GATHER_MIN &&
+		 gw_tp_can_recvv(ctx->tp, 2);
+	return post_recv(ctx, cs, GW_FRAME_TENSOR, y, n,
+			 direct ? GW_FRAME_HDR + GW_PAYLOAD_HDR
+				: tensor_bound(cs->c, &ctx->none, n),
+			 !!(flags & GW_CTX_ADD), direct, r);
+}
+
+int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
+		       size_t len, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	int rc;
+
+	rc = ctx_req_begin(ctx, peer, slot, buf, len, r, &cs);
+	if (rc)
+		return rc;
+	return post_recv(ctx, cs, GW_FRAME_BYTES, buf, len,
+			 gw_frame_bound(len, cs->c->hs.mac), 0, false, r);
+}
+
+int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
+		       struct gw_ctx_req *r)
+{
+	struct conn_slot *cs;
+	int rc;
+
+	rc = ctx_req_begin(ctx, peer, slot, NULL, 0, r, &cs);
+	if (rc)
+		return rc;
+	if (cap > GW_MAX_ELEMS)
+		return -EINVAL;
+	rc = post_recv(ctx, cs, GW_FRAME_BYTES, NULL, cap,
+		       gw_frame_bound(cap, cs->c->hs.mac), 0, false, r);
+	r->upto = 1;
+	return rc;
+}
+
+/* Authenticate, check and deliver a received frame of flen bytes in cs
+ * (a direct receive: its headers in cs->rbuf, the values already in dst). */
+static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
+		   struct conn_slot *cs, size_t flen)
+{
+	struct conn *c = cs->c;
+	struct gw_frame_hdr h;
+	struct gw_payload p;
+	const uint8_t *body;
+	uint8_t head[GW_PAYLOAD_HDR];
+	const char *why;
+	int rc;
+
+	rc = -EPROTO;
+	why = "not the exact payload of the length posted for";
+	if (r->direct && flen != GW_FRAME_HDR + GW_PAYLOAD_HDR + r->n * sizeof(float))
+		goto reject;
+	rc = gw_frame_open(c->rx, c->hs.mac, cs->rbuf, flen, cs->slot, r->seq, &h,
+			   &body);
+	if (rc) {
+		why = rc == -EKEYREJECTED ? "its MAC does not verify" :
+		      rc == -EPROTO ? "wrong slot or sequence number" :
+		      "malformed header";
+		goto reject;
+	}
+	rc = -EPROTO;
+	why = "a frame of another kind";
+	if (h.kind != r->kind)
+		goto reject;
+	if (r->direct) {	/* exactly gw_payload_head_exact()'s header */
+		why = "not an exact payload of the values posted for";
+		if (h.flags || gw_payload_head_exact(r->n, head, sizeof(head)) !=
+				       GW_PAYLOAD_HDR || memcmp(head, body, sizeof(head)))
+			goto reject;
+		goto accept;
+	}
+	if (h.kind == GW_FRAME_BYTES) {
+		why = r->upto ? "a byte message longer than the receive posted for"
+			      : "a byte message of another length";
+		if (r->upto ? h.len > r->n : h.len != r->n)
+			goto reject;
+		r->n = h.len;
+		if (!r->dst) {	/* gw_ctx_irecv_frame(): left in the frame */
+			r->payload = body;
+			r->payload_len = h.len;
+		} else if (h.len) {
+			memcpy(r->dst, body, h.len);
+		}
+		goto accept;
+	}
+	rc = gw_payload_parse(body, h.len, &p);
+	why = "malformed payload header";
+	if (rc)
+		goto reject;
+	rc = -EPROTO;
+	why = "a codec the connection did not negotiate";
+	if (p.id != GW_CODEC_NONE && (p.id != c->hs.codec.ops->id ||
+				      !(h.flags & GW_FRAME_F_LOSSY)))
+		goto reject;
+	rc = r->add ? gw_payload_decode_add(body, h.len, r->dst, r->n)
+		    : gw_payload_decode(body, h.len, r->dst, r->n);
+	why = "a payload that does not decode to the expected tensor";
+	if (rc)
+		goto reject;
+	r->payload = body;
+	r->payload_len = h.len;
+accept:
+	c->st.frames_recv++;
+	c->st.wire_recv += flen;
+	c->st.raw_recv += r->kind == GW_FRAME_BYTES ? r->n : r->n * sizeof(float);
+	return 0;
+reject:
+	if (rc == -EKEYREJECTED)
+		c->st.mac_failures++;
+	else
+		c->st.rejected++;
+	ctx_log(ctx, GW_LOG_ERROR, "frame from rank %d (slot %u, seq %u) rejected: "
+		"%s (%s)", c->peer, cs->slot, r->seq, why, gw_strerror(rc));
+	return rc;
+}
+
+static void failed(struct gw_ctx *ctx, int peer, enum tp_op_dir dir)
+{
+	if (ctx->failed_peer < 0) {
+		ctx->failed_peer = peer;
+		ctx->failed_dir = dir;
+	}
+}
+
+int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got;
+
+	if (!cs || r->ctx != ctx)
+		return -EINVAL;
+	if (r->dir == OP_RECV && cs->stash) {
+		got = (ssize_t)cs->stash;
+		cs->stash = 0;
+	} else {
+		got = gw_tp_wait(ctx->tp, &r->tp, ctx->timeout_ms);
+	}
+	r->cs = NULL;
+	if (r->dir == OP_SEND) {
+		cs->sbusy = false;
+		if (got < 0) {
+			if (r->res)
+				gw_rstore_abort(r->res);
+			cs->c->st.errors += got != -ETIMEDOUT;
+			cs->c->st.timeouts += got == -ETIMEDOUT;
+			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s",
+				cs->c->peer, cs->slot, gw_strerror((int)got));
+			failed(ctx, cs->c->peer, OP_SEND);
+			return (int)got;
+		}
+		if (r->res)
+			gw_rstore_commit(r->res);
+		cs->c->st.frames_sent++;
+		cs->c->st.raw_sent += r->kind == GW_FRAME_BYTES ? r->n : r->n * sizeof(float);
+		return 0;
+	}
+	cs->rbusy = false;
+	if (got < 0) {
+		cs->c->st.errors += got != -ETIMEDOUT;
+		cs->c->st.timeouts += got == -ETIMEDOUT;
+		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s",
+			cs->c->peer, cs->slot, gw_strerror((int)got));
+		failed(ctx, cs->c->peer, OP_RECV);
+		return (int)got;
+	}
+	return deliver(ctx, r, cs, (size_t)got);
+}
+
+int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int rc = r[i].cs ? gw_ctx_wait(ctx, &r[i]) : 0;
+
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+int gw_ctx_test(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	if (!r->cs || r->ctx != ctx)
+		return -EINVAL;
+	if (r->dir == OP_RECV && r->cs->stash)
+		return 1;
+	return gw_tp_test(ctx->tp, &r->tp);
+}
+
+int gw_ctx_progress(struct gw_ctx *ctx, int timeout_ms)
+{
+	int rc = gw_tp_progress(ctx->tp, timeout_ms);
+
+	return rc < 0 ? rc : 0;
+}
+
+int gw_ctx_req_retarget(struct gw_ctx_req *r, void *buf)
+{
+	if (!r->cs || r->dir != OP_RECV || r->direct)
+		return -EINVAL;
+	r->dst = buf;
+	return 0;
+}
+
+void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got = -ECANCELED;
+
+	if (!cs || r->ctx != ctx)
+		return;
+	if (r->dir == OP_RECV && cs->stash)
+		cs->stash = 0;
+	else	/* cancels and drains, or finds it complete */
+		got = gw_tp_cancel(ctx->tp, &r->tp);
+	if (r->dir == OP_SEND) {
+		cs->sbusy = false;
+		if (r->res && got >= 0)	/* it left after all */
+			gw_rstore_commit(r->res);
+		else if (r->res)
+			gw_rstore_abort(r->res);
+	} else {
+		cs->rbusy = false;
+	}
+	r->cs = NULL;
+}
+
+int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
+		    uint32_t slot, float *y, uint64_t n, unsigned flags, int *from)
+{
+	struct gw_ctx_req *r;
+	int64_t deadline = gw_now_ms() + ctx->timeout_ms;
+	int winner = -1, rc = 0, posted = 0;
+
+	if (npeers < 1)
+		return -EINVAL;
+	r = calloc((size_t)npeers, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (int i = 0; i < npeers && !rc; i++, posted++)	/* into frame buffers */
+		rc = gw_ctx_irecv(ctx, peers[i], slot, y, n, flags & ~GW_CTX_ZEROCOPY,
+				  &r[i]);
+	while (!rc && winner < 0) {
+		for (int i = 0; i < posted && winner < 0; i++)
+			if (gw_ctx_test(ctx, &r[i]) == 1)
+				winner = i;
+		if (winner >= 0)
+			break;
+		if (gw_now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		rc = gw_ctx_progress(ctx, 1);
+	}
+	/* Withdraw the others: one that arrived anyway is kept for the next
+	 * receive on its slot, the others give back their seq. */
+	for (int i = 0; i < posted; i++)
+		if (i != winner && r[i].cs)
+			gw_ctx_recv_withdraw(ctx, &r[i]);
+	if (winner >= 0) {
+		rc = gw_ctx_wait(ctx, &r[winner]);
+		*from = peers[winner];
+	}
+	free(r);
+	return rc;
+}
+
+int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	struct conn_slot *cs = r->cs;
+	ssize_t got;
+
+	if (!cs || r->ctx != ctx || r->dir != OP_RECV || r->direct)
+		return -EINVAL;
+	got = cs->stash ? (ssize_t)cs->stash : gw_tp_cancel(ctx->tp, &r->tp);
+	r->cs = NULL;
+	cs->rbusy = false;
+	if (got >= 0) {
+		cs->stash = (size_t)got;
+		return 1;
+	}
+	cs->stash = 0;
+	cs->recv_seq--;
+	return 0;
+}
