@@ -174,6 +174,25 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 		return v;
 	};
 
+	// gloo::allreduce() with the given algorithm; Gloo's sum.
+	auto newAllreduce = [&](const std::string &name, size_t count,
+				gloo::AllreduceOptions::Algorithm algo) {
+		unsigned s0 = ++salt;
+		auto v = input(rank, count, s0);
+		std::vector<float> o(count);
+		gloo::AllreduceOptions opts(ctx);
+
+		opts.setAlgorithm(algo);
+		opts.setInput(v.data(), count);
+		opts.setOutput(o.data(), count);
+		opts.setReduceFunction(
+			static_cast<void (*)(void *, const void *, const void *, size_t)>(
+				&gloo::sum<float>));
+		opts.setTag(++salt);
+		gloo::allreduce(opts);
+		return summed(name, o, s0);
+	};
+
 	for (size_t count : kCounts) {
 		std::string n = "/" + std::to_string(count);
 		int c = (int)count;
@@ -224,34 +243,12 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 			return all;
 		});
 		record("new_allreduce_ring" + n, [&] {
-			unsigned s0 = ++salt;
-			auto v = input(rank, count, s0);
-			std::vector<float> o(count);
-			gloo::AllreduceOptions opts(ctx);
-			opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-			opts.setInput(v.data(), count);
-			opts.setOutput(o.data(), count);
-			opts.setReduceFunction(
-				static_cast<void (*)(void *, const void *, const void *, size_t)>(
-					&gloo::sum<float>));
-			opts.setTag(++salt);
-			gloo::allreduce(opts);
-			return summed("new_allreduce_ring" + n, o, s0);
+			return newAllreduce("new_allreduce_ring" + n, count,
+					    gloo::AllreduceOptions::Algorithm::RING);
 		});
 		record("new_allreduce_bcube" + n, [&] {
-			unsigned s0 = ++salt;
-			auto v = input(rank, count, s0);
-			std::vector<float> o(count);
-			gloo::AllreduceOptions opts(ctx);
-			opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
-			opts.setInput(v.data(), count);
-			opts.setOutput(o.data(), count);
-			opts.setReduceFunction(
-				static_cast<void (*)(void *, const void *, const void *, size_t)>(
-					&gloo::sum<float>));
-			opts.setTag(++salt);
-			gloo::allreduce(opts);
-			return summed("new_allreduce_bcube" + n, o, s0);
+			return newAllreduce("new_allreduce_bcube" + n, count,
+					    gloo::AllreduceOptions::Algorithm::BCUBE);
 		});
 		record("new_reduce" + n, [&] {
 			auto v = input(rank, count, ++salt);
@@ -351,18 +348,8 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 		return summed("allreduce_ring/4MiB", v, s0);
 	});
 	record("new_allreduce_ring/4MiB", [&] {
-		unsigned s0 = ++salt;
-		auto v = input(rank, kBig, s0);
-		std::vector<float> o(kBig);
-		gloo::AllreduceOptions opts(ctx);
-		opts.setInput(v.data(), kBig);
-		opts.setOutput(o.data(), kBig);
-		opts.setReduceFunction(
-			static_cast<void (*)(void *, const void *, const void *, size_t)>(
-				&gloo::sum<float>));
-		opts.setTag(++salt);
-		gloo::allreduce(opts);
-		return summed("new_allreduce_ring/4MiB", o, s0);
+		return newAllreduce("new_allreduce_ring/4MiB", kBig,
+				    gloo::AllreduceOptions::Algorithm::RING);
 	});
 	return out;
 }
