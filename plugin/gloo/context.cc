@@ -47,14 +47,35 @@ std::vector<std::max_align_t> reqStorage()
 		sizeof(std::max_align_t));
 }
 
-void checkSpan(size_t size, size_t offset, size_t nbytes)
+// Where nbytes at offset of a buffer of size start (throws past its end).
+char *span(char *base, size_t size, size_t offset, size_t nbytes)
 {
 	// Gloo's tcp device accepts an empty operation at any offset (bcube
 	// with fewer elements than ranks posts them past the end).
-	if (nbytes && (offset > size || nbytes > size - offset))
+	if (!nbytes)
+		return base;
+	if (offset > size || nbytes > size - offset)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: ", nbytes, " bytes at offset ", offset,
 			" exceed a buffer of ", size, " bytes");
+	return base + offset;
+}
+
+std::unique_ptr<Op> newOp(Waitable *w, bool send, int peer, uint64_t slot,
+			  uint32_t gslot, OpKind kind, char *ptr, size_t len)
+{
+	std::unique_ptr<Op> op(new Op());
+
+	op->w = w;
+	op->send = send;
+	op->peer = peer;
+	op->slot = slot;
+	op->gslot = gslot;
+	op->kind = kind;
+	op->ptr = ptr;
+	op->len = len;
+	op->req = reqStorage();
+	return op;
 }
 
 } // namespace
@@ -72,22 +93,13 @@ std::unique_ptr<Op> Context::makeOp(Waitable *w, char *base, size_t size, bool s
 				size, " bytes");
 		nbytes = size - offset;
 	}
-	checkSpan(size, offset, nbytes);
+	char *ptr = span(base, size, offset, nbytes);
 	if (peer < 0 || peer >= this->size || peer == rank)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", rank, " cannot ",
 			send ? "send to" : "receive from", " rank ", peer, " (size ",
 			this->size, ")");
-	std::unique_ptr<Op> op(new Op());
-	op->w = w;
-	op->send = send;
-	op->peer = peer;
-	op->slot = slot;
-	op->gslot = mapSlot(slot);
-	op->ptr = nbytes ? base + offset : base;
-	op->len = nbytes;
-	op->req = reqStorage();
-	return op;
+	return newOp(w, send, peer, slot, mapSlot(slot), OpKind::Plain, ptr, nbytes);
 }
 
 std::unique_lock<std::mutex> Context::lockCounted()
@@ -176,18 +188,12 @@ constexpr size_t kHead = sizeof(uint64_t);
 
 std::unique_ptr<Op> Context::boundRecv(BoundBuffer *b)
 {
-	std::unique_ptr<Op> op(new Op());
+	// Its length: the most a message may hold.
+	std::unique_ptr<Op> op = newOp(&b->w, false, b->peer, (uint64_t)b->slot(),
+				       b->gslot, OpKind::BoundRecv, b->base(),
+				       kHead + b->size());
 
-	op->w = &b->w;
-	op->send = false;
-	op->peer = b->peer;
-	op->slot = (uint64_t)b->slot();
-	op->gslot = b->gslot;
-	op->kind = OpKind::BoundRecv;
 	op->bound = b;
-	op->ptr = b->base();
-	op->len = kHead + b->size(); // the most a message may hold
-	op->req = reqStorage();
 	return op;
 }
 
@@ -207,18 +213,11 @@ void Context::bind(BoundBuffer *b)
 void Context::sendBound(BoundBuffer *b, size_t offset, size_t length,
 			size_t roffset)
 {
-	checkSpan(b->size(), offset, length);
-	std::unique_ptr<Op> op(new Op());
-	op->w = &b->w;
-	op->send = true;
-	op->peer = b->peer;
-	op->slot = (uint64_t)b->slot();
-	op->gslot = b->gslot;
-	op->kind = OpKind::BoundSend;
+	std::unique_ptr<Op> op = newOp(&b->w, true, b->peer, (uint64_t)b->slot(),
+				       b->gslot, OpKind::BoundSend,
+				       span(b->base(), b->size(), offset, length), length);
+
 	op->roffset = roffset;
-	op->ptr = length ? b->base() + offset : b->base();
-	op->len = length;
-	op->req = reqStorage();
 	std::unique_lock<std::mutex> g = lockToPost(b->peer);
 	enqueue(std::move(op));
 }
