@@ -355,19 +355,19 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 	return out;
 }
 
-// Every rank of size as a thread of this process, each with its own device.
-std::vector<Results> threads(int size, bool gw)
+// Every rank of size as a thread of this process, each with its own device
+// (gradwire's or Gloo's tcp), running fn(ctx, rank); a rank that throws fails.
+void asThreads(int size, bool gw, milliseconds timeout,
+	       const std::function<void(const Ctx &, int)> &fn)
 {
 	gloo::rendezvous::HashStore store;
-	std::vector<Results> res(size);
 	std::vector<std::string> errs(size);
 	std::vector<std::thread> t;
 
 	for (int r = 0; r < size; r++)
 		t.emplace_back([&, r] {
 			try {
-				gloo::rendezvous::PrefixStore ps(gw ? "gw" : "tcp", store);
-				res[r] = battery(connect(r, size, gw, ps));
+				fn(connect(r, size, gw, store, timeout), r);
 			} catch (const std::exception &e) {
 				errs[r] = e.what();
 			}
@@ -376,6 +376,14 @@ std::vector<Results> threads(int size, bool gw)
 		x.join();
 	for (int r = 0; r < size; r++)
 		EXPECT_EQ(errs[r], "") << "rank " << r << " of " << size;
+}
+
+std::vector<Results> threads(int size, bool gw)
+{
+	std::vector<Results> res(size);
+
+	asThreads(size, gw, milliseconds(10000),
+		  [&](const Ctx &ctx, int r) { res[r] = battery(ctx); });
 	return res;
 }
 
@@ -544,25 +552,10 @@ TEST_P(Ranks, Processes)
 
 INSTANTIATE_TEST_SUITE_P(OneToFive, Ranks, ::testing::Values(1, 2, 3, 4, 5));
 
-// Two ranks as threads, each running fn(ctx, rank).
+// Two ranks as threads on the GRADWIRE device, each running fn(ctx, rank).
 void pair(const std::function<void(const Ctx &, int)> &fn, milliseconds timeout)
 {
-	gloo::rendezvous::HashStore store;
-	std::vector<std::string> errs(2);
-	std::vector<std::thread> t;
-
-	for (int r = 0; r < 2; r++)
-		t.emplace_back([&, r] {
-			try {
-				fn(connect(r, 2, true, store, timeout), r);
-			} catch (const std::exception &e) {
-				errs[r] = e.what();
-			}
-		});
-	for (auto &x : t)
-		x.join();
-	EXPECT_EQ(errs[0], "");
-	EXPECT_EQ(errs[1], "");
+	asThreads(2, true, timeout, fn);
 }
 
 TEST(Failures, TimeoutSaysTimedOut)

@@ -22,8 +22,9 @@ Usage: test_gloo.py LIB [NPROCS...]. Exit 77 (skip) without torch or LIB.
 import ctypes
 import datetime
 import os
-import socket
 import sys
+
+from gloo_setup import SKIP, device_lib, free_port
 import tempfile
 import time
 
@@ -33,15 +34,9 @@ try:
     import torch.multiprocessing as mp
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: no torch in {sys.executable}: {e}")
-    sys.exit(77)
+    sys.exit(SKIP)
 
 BIG = 4 << 20  # floats: a 16 MiB allreduce
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def data(rank, n, dtype, salt):
@@ -264,40 +259,33 @@ def run(size, lib, outdir):
     return fails
 
 
+def case(fn, nprocs, lib, d, name):
+    """Run fn on nprocs processes; what rank 0 wrote to d/name."""
+    mp.start_processes(fn, args=(free_port(), lib, d), nprocs=nprocs, start_method="spawn")
+    with open(os.path.join(d, name)) as f:
+        return f.read()
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    lib = os.path.abspath(sys.argv[1])
-    if not os.path.exists(lib):
-        print(f"SKIP: {lib} was not built (meson option gloo)")
-        return 77
+    lib = device_lib(sys.argv[1])
     sizes = [int(x) for x in sys.argv[2:]] or [2, 3]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("FI_TCP_IFACE", "lo")
     os.environ.setdefault("GRADWIRE_PROVIDER", "tcp;ofi_rxm")
     fails = 0
     with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(refuse_compress, args=(free_port(), lib, d), nprocs=1,
-                           start_method="spawn")
-        with open(os.path.join(d, "compress.txt")) as f:
-            msg = f.read()
+        msg = case(refuse_compress, 1, lib, d, "compress.txt")
         print(f"GRADWIRE_GLOO_COMPRESS=1: {msg.splitlines()[0] if msg else msg}")
         if "GRADWIRE_GLOO_COMPRESS" not in msg:
             fails += 1
             print("FAIL: GRADWIRE_GLOO_COMPRESS=1 was not refused by name")
-        mp.start_processes(dead_peer, args=(free_port(), lib, d), nprocs=2,
-                           start_method="spawn")
-        with open(os.path.join(d, "dead.txt")) as f:
-            secs, msg = f.read().split(" ", 1)
+        secs, msg = case(dead_peer, 2, lib, d, "dead.txt").split(" ", 1)
         print(f"dead peer: rank 0 failed after {secs} s: {msg}")
         if "gradwire" not in msg or float(secs) > 30:
             fails += 1
             print("FAIL: a dead peer did not become a gradwire error in time")
-        mp.start_processes(timed_out, args=(free_port(), lib, d), nprocs=2,
-                           start_method="spawn")
-        with open(os.path.join(d, "timeout.txt")) as f:
-            secs, msg = f.read().split(" ", 1)
+        secs, msg = case(timed_out, 2, lib, d, "timeout.txt").split(" ", 1)
         print(f"timeout: rank 0 gave up after {secs} s: {msg[:200]}")
         if "Timed out" not in msg or "rank 1" not in msg or float(secs) > 4.5:
             fails += 1

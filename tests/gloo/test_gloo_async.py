@@ -11,8 +11,9 @@ LIB. A hang ends at the process group's timeout (20 s) as a failure.
 import ctypes
 import datetime
 import os
-import socket
 import sys
+
+from gloo_setup import SKIP, device_lib, free_port
 
 try:
     import torch
@@ -20,13 +21,7 @@ try:
     import torch.multiprocessing as mp
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: no torch in {sys.executable}: {e}")
-    sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    sys.exit(SKIP)
 
 
 def data(rank, n, salt):
@@ -56,13 +51,8 @@ def main():
     if len(sys.argv) != 4:
         print(__doc__)
         return 2
-    lib = os.path.abspath(sys.argv[1])
-    if not os.path.exists(lib):
-        print(f"SKIP: {lib} was not built (meson option gloo)")
-        return 77
+    lib = device_lib(sys.argv[1])
     size, rounds = int(sys.argv[2]), int(sys.argv[3])
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("FI_TCP_IFACE", "lo")
     mp.start_processes(worker, args=(size, free_port(), lib, rounds), nprocs=size,
                        start_method="spawn")
     print(f"PASS: {rounds} rounds of 6 concurrent async allreduces on {size} ranks "
