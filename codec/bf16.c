@@ -32,7 +32,7 @@
 #include "half.h"
 
 #define F32_INF 0x7f800000u
-#define F32_SAT 0x7f7f8000u	/* from here RNE would give Inf */
+#define F32_SAT 0x7f7f8000u /* from here RNE would give Inf */
 
 /* bf16 bits of finite y below saturation: round to nearest even on the bits. */
 static inline uint32_t narrow(uint32_t u, uint32_t a)
@@ -52,12 +52,11 @@ static inline uint32_t widen(uint32_t h)
 	return h << 16;
 }
 
-GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
-			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-			    const bool wr)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+			    uint8_t *o, struct gw_enc_info *info, const bool wr)
 {
-	gw_half_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, 0x7f7fu,
-			narrow, narrow_nonfinite, widen);
+	gw_half_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, 0x7f7fu, narrow, narrow_nonfinite,
+			widen);
 }
 
 GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool add)
@@ -68,7 +67,7 @@ GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool a
 GW_HALF_OPS(bf16, enc_run, dec_run)
 
 const struct gw_codec_ops gw_bf16_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "bf16",
 	.impl = "bf16-generic",
 	.id = GW_CODEC_BF16,

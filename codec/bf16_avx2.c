@@ -14,11 +14,10 @@
  */
 #include "half_avx2.h"
 
-#define F32_SAT 0x7f7f8000u	/* from here RNE would give Inf */
+#define F32_SAT 0x7f7f8000u /* from here RNE would give Inf */
 
 /* The reference's rounding in 32-bit lanes, NaN and saturating lanes blended in. */
-GW_HALF_INLINE __m128i narrow8(__m256 y, __m256i a, __m256i nf, __m256i s,
-			       __m256 *dec)
+GW_HALF_INLINE __m128i narrow8(__m256 y, __m256i a, __m256i nf, __m256i s, __m256 *dec)
 {
 	__m256i u = _mm256_castps_si256(y), nan, hi, h;
 
@@ -26,11 +25,12 @@ GW_HALF_INLINE __m128i narrow8(__m256 y, __m256i a, __m256i nf, __m256i s,
 	nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
 	hi = _mm256_srli_epi32(u, 16);
 	h = _mm256_add_epi32(u, _mm256_set1_epi32(0x7fff));
-	h = _mm256_srli_epi32(_mm256_add_epi32(h, _mm256_and_si256(hi, _mm256_set1_epi32(1))),
-			      16);
+	h = _mm256_srli_epi32(_mm256_add_epi32(h, _mm256_and_si256(hi, _mm256_set1_epi32(1))), 16);
 	h = _mm256_blendv_epi8(h, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
-	h = _mm256_blendv_epi8(h, _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0x8000)),
-						  _mm256_set1_epi32(0x7f7f)), s);
+	h = _mm256_blendv_epi8(h,
+			       _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0x8000)),
+					       _mm256_set1_epi32(0x7f7f)),
+			       s);
 	*dec = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
 	return _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
@@ -40,9 +40,8 @@ GW_HALF_INLINE __m256 widen8(__m128i h)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
-			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-			    const bool wr)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+			    uint8_t *o, struct gw_enc_info *info, const bool wr)
 {
 	gw_half_avx2_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, narrow8);
 }
@@ -60,7 +59,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_bf16_avx2 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "bf16",
 	.impl = "bf16-avx2",
 	.id = GW_CODEC_BF16,

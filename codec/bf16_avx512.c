@@ -14,11 +14,10 @@
  */
 #include "half_avx512.h"
 
-#define F32_SAT 0x7f7f8000u	/* from here RNE would give Inf */
+#define F32_SAT 0x7f7f8000u /* from here RNE would give Inf */
 
 /* The reference's rounding in 32-bit lanes, NaN and saturating lanes patched. */
-GW_HALF_INLINE __m256i narrow16(__m512 y, __m512i a, __mmask16 nf, __mmask16 s,
-				__m512 *dec)
+GW_HALF_INLINE __m256i narrow16(__m512 y, __m512i a, __mmask16 nf, __mmask16 s, __m512 *dec)
 {
 	__m512i u = _mm512_castps_si512(y), hi, h;
 	__mmask16 nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
@@ -26,8 +25,7 @@ GW_HALF_INLINE __m256i narrow16(__m512 y, __m512i a, __mmask16 nf, __mmask16 s,
 	(void)nf;
 	hi = _mm512_srli_epi32(u, 16);
 	h = _mm512_add_epi32(u, _mm512_set1_epi32(0x7fff));
-	h = _mm512_srli_epi32(_mm512_add_epi32(h, _mm512_and_si512(hi, _mm512_set1_epi32(1))),
-			      16);
+	h = _mm512_srli_epi32(_mm512_add_epi32(h, _mm512_and_si512(hi, _mm512_set1_epi32(1))), 16);
 	h = _mm512_mask_or_epi32(h, nan, hi, _mm512_set1_epi32(0x40));
 	h = _mm512_mask_or_epi32(h, s, _mm512_and_si512(hi, _mm512_set1_epi32(0x8000)),
 				 _mm512_set1_epi32(0x7f7f));
@@ -40,9 +38,8 @@ GW_HALF_INLINE __m512 widen16(__m256i h)
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
-			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-			    const bool wr)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+			    uint8_t *o, struct gw_enc_info *info, const bool wr)
 {
 	gw_half_avx512_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, narrow16);
 }
@@ -60,7 +57,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_bf16_avx512 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "bf16",
 	.impl = "bf16-avx512",
 	.id = GW_CODEC_BF16,

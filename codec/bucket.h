@@ -67,8 +67,8 @@ static inline void gw_bucket_set_scale(uint8_t *sec, uint64_t j, float s)
  * when cap is too small (out untouched on error).
  */
 static inline ssize_t gw_bucket_begin(uint32_t b, const float *x, const float *res,
-				      const float *res_out, uint64_t n, uint64_t data,
-				      void *out, size_t cap)
+				      const float *res_out, uint64_t n, uint64_t data, void *out,
+				      size_t cap)
 {
 	size_t need;
 
@@ -92,8 +92,8 @@ static inline ssize_t gw_bucket_begin(uint32_t b, const float *x, const float *r
  *        every decoded value is finite; onebit: 1).
  * Return: 0 with *bucket set, or -EBADMSG.
  */
-static inline int gw_bucket_check(const void *in, size_t len, uint64_t n,
-				  uint64_t data, float mul, uint32_t *bucket)
+static inline int gw_bucket_check(const void *in, size_t len, uint64_t n, uint64_t data, float mul,
+				  uint32_t *bucket)
 {
 	const uint8_t *p = in;
 	uint64_t nb;

@@ -43,12 +43,36 @@ static inline int gw_nonfinite(float f)
 	return (gw_f2u(f) & 0x7f800000u) == 0x7f800000u;
 }
 
-static inline void gw_put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
-static inline void gw_put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static inline void gw_put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static inline uint16_t gw_get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static inline uint32_t gw_get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t gw_get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline void gw_put16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+static inline void gw_put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+static inline void gw_put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+static inline uint16_t gw_get16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+}
+static inline uint32_t gw_get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+static inline uint64_t gw_get64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
 
 /* SplitMix64: one step of the generator, and a stateless mix of a counter. */
 static inline uint64_t gw_splitmix64(uint64_t *s)
@@ -93,8 +117,7 @@ static inline void gw_note_nonfinite(struct gw_enc_info *info, uint64_t i, float
 }
 
 /* Common checks of encode() arguments. */
-static inline int gw_enc_args_ok(const float *x, const float *res,
-				 const float *res_out, uint64_t n)
+static inline int gw_enc_args_ok(const float *x, const float *res, const float *res_out, uint64_t n)
 {
 	if (n > GW_MAX_ELEMS || (n && !x) || (!res != !res_out))
 		return 0;
@@ -108,8 +131,8 @@ static inline uint64_t gw_nbuckets(uint64_t n, uint32_t b)
 }
 
 /* CPU probes (codec/cpu.c). */
-int gw_cpu_avx2(void);		/* AVX2 + F16C + BMI2 + FMA present, OS enabled */
-int gw_cpu_avx512(void);	/* AVX-512 F, BW, VL, DQ + the above */
+int gw_cpu_avx2(void);	 /* AVX2 + F16C + BMI2 + FMA present, OS enabled */
+int gw_cpu_avx512(void); /* AVX-512 F, BW, VL, DQ + the above */
 
 /* Spec keys shared by all implementations of a codec (codec/params.c). */
 #define GW_BUCKET_MAX (1u << 24)
@@ -117,8 +140,6 @@ int gw_cpu_avx512(void);	/* AVX-512 F, BW, VL, DQ + the above */
 extern const struct gw_param_desc gw_params_topk[], gw_params_randomk[];
 extern const struct gw_param_desc gw_params_int8[], gw_params_onebit[];
 extern const struct gw_param_desc gw_params_powersgd[];
-
-#define GW_OPS_SIZE .size = sizeof(struct gw_codec_ops)
 
 /* Every implementation the registry lists (codec/registry.c). */
 extern const struct gw_codec_ops gw_none_generic;

@@ -32,8 +32,7 @@ int gw_cpu_avx512(void)
 {
 #if defined(__x86_64__)
 	return gw_cpu_avx2() && __builtin_cpu_supports("avx512f") &&
-	       __builtin_cpu_supports("avx512bw") &&
-	       __builtin_cpu_supports("avx512vl") &&
+	       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
 	       __builtin_cpu_supports("avx512dq");
 #else
 	return 0;

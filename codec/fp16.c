@@ -35,8 +35,8 @@
 #include "half.h"
 
 #define F32_INF 0x7f800000u
-#define F32_SAT 0x477ff000u	/* 65520: from here RNE would give Inf */
-#define F32_MINNORM16 0x38800000u	/* 2^-14, smallest normal binary16 */
+#define F32_SAT 0x477ff000u	  /* 65520: from here RNE would give Inf */
+#define F32_MINNORM16 0x38800000u /* 2^-14, smallest normal binary16 */
 
 /*
  * binary16 bits (without sign) of finite |y| < 65520 given as float bits a.
@@ -86,12 +86,11 @@ static inline uint32_t narrow(uint32_t u, uint32_t a)
 	return narrow_finite(a) | ((u >> 16) & 0x8000u);
 }
 
-GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
-			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-			    const bool wr)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+			    uint8_t *o, struct gw_enc_info *info, const bool wr)
 {
-	gw_half_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, 0x7bffu,
-			narrow, narrow_nonfinite, widen);
+	gw_half_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, 0x7bffu, narrow, narrow_nonfinite,
+			widen);
 }
 
 GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool add)
@@ -102,7 +101,7 @@ GW_HALF_INLINE void dec_run(const uint8_t *b, uint64_t n, float *y, const bool a
 GW_HALF_OPS(fp16, enc_run, dec_run)
 
 const struct gw_codec_ops gw_fp16_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "fp16",
 	.impl = "fp16-generic",
 	.id = GW_CODEC_FP16,

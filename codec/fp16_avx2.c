@@ -16,12 +16,11 @@
  */
 #include "half_avx2.h"
 
-#define F32_SAT 0x477ff000u	/* 65520: from here RNE would give Inf */
+#define F32_SAT 0x477ff000u /* 65520: from here RNE would give Inf */
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 /* Finite lanes at or beyond 65520 become +-65504 before vcvtps2ph. */
-GW_HALF_INLINE __m128i narrow8(__m256 y, __m256i a, __m256i nf, __m256i s,
-			       __m256 *dec)
+GW_HALF_INLINE __m128i narrow8(__m256 y, __m256i a, __m256i nf, __m256i s, __m256 *dec)
 {
 	const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
 	/* +-65504 with y's sign, for the saturating lanes only. */
@@ -38,9 +37,8 @@ GW_HALF_INLINE __m256 widen8(__m128i h)
 	return _mm256_cvtph_ps(h);
 }
 
-GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
-			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-			    const bool wr)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+			    uint8_t *o, struct gw_enc_info *info, const bool wr)
 {
 	gw_half_avx2_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, narrow8);
 }
@@ -58,7 +56,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_fp16_avx2 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "fp16",
 	.impl = "fp16-avx2",
 	.id = GW_CODEC_FP16,

@@ -14,17 +14,16 @@
  */
 #include "half_avx512.h"
 
-#define F32_SAT 0x477ff000u	/* 65520: from here RNE would give Inf */
+#define F32_SAT 0x477ff000u /* 65520: from here RNE would give Inf */
 #define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 /* Finite lanes at or beyond 65520 become +-65504 before vcvtps2ph. */
-GW_HALF_INLINE __m256i narrow16(__m512 y, __m512i a, __mmask16 nf, __mmask16 s,
-				__m512 *dec)
+GW_HALF_INLINE __m256i narrow16(__m512 y, __m512i a, __mmask16 nf, __mmask16 s, __m512 *dec)
 {
 	const __m512i abs = _mm512_set1_epi32(0x7fffffff);
 	/* +-65504 with y's sign, for the saturating lanes only. */
-	__m512 max = _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(abs,
-			_mm512_castps_si512(y)), _mm512_set1_epi32(0x477fe000)));
+	__m512 max = _mm512_castsi512_ps(_mm512_or_si512(
+		_mm512_andnot_si512(abs, _mm512_castps_si512(y)), _mm512_set1_epi32(0x477fe000)));
 	__m256i h = _mm512_cvtps_ph(_mm512_mask_blend_ps(s, y, max), RNE);
 
 	(void)a, (void)nf;
@@ -37,9 +36,8 @@ GW_HALF_INLINE __m512 widen16(__m256i h)
 	return _mm512_cvtph_ps(h);
 }
 
-GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out,
-			    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-			    const bool wr)
+GW_HALF_INLINE void enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+			    uint8_t *o, struct gw_enc_info *info, const bool wr)
 {
 	gw_half_avx512_enc_run(x, res, res_out, n, o, info, wr, F32_SAT, narrow16);
 }
@@ -57,7 +55,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_fp16_avx512 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "fp16",
 	.impl = "fp16-avx512",
 	.id = GW_CODEC_FP16,

@@ -35,8 +35,8 @@ static inline size_t gw_half_bound(const struct gw_codec *c, uint64_t n)
 }
 
 /* Checks of encode() arguments: 0, -EINVAL or -ENOSPC. */
-static inline int gw_half_enc_check(const float *x, const float *res,
-				    const float *res_out, uint64_t n, size_t cap)
+static inline int gw_half_enc_check(const float *x, const float *res, const float *res_out,
+				    uint64_t n, size_t cap)
 {
 	if (!gw_enc_args_ok(x, res, res_out, n))
 		return -EINVAL;
@@ -66,11 +66,11 @@ typedef uint32_t gw_half_widen_fn(uint32_t h);
  * (when wr), info updated. sat_from: float bits of the smallest |y| that
  * saturates to max16 (the largest finite u16, without sign).
  */
-GW_HALF_INLINE void gw_half_enc_run(const float *x, const float *res, float *res_out,
-				    uint64_t n, uint8_t *o, struct gw_enc_info *info,
-				    const bool wr, const uint32_t sat_from,
-				    const uint32_t max16, gw_half_narrow_fn *narrow,
-				    gw_half_nonfinite_fn *nonfinite, gw_half_widen_fn *widen)
+GW_HALF_INLINE void gw_half_enc_run(const float *x, const float *res, float *res_out, uint64_t n,
+				    uint8_t *o, struct gw_enc_info *info, const bool wr,
+				    const uint32_t sat_from, const uint32_t max16,
+				    gw_half_narrow_fn *narrow, gw_half_nonfinite_fn *nonfinite,
+				    gw_half_widen_fn *widen)
 {
 	uint32_t sat = 0;
 
@@ -107,44 +107,42 @@ GW_HALF_INLINE void gw_half_enc_run(const float *x, const float *res, float *res
  * call each loop with a constant wr or add, so each is compiled twice with
  * the residual (or the accumulation) in or out.
  */
-#define GW_HALF_OPS(pfx, enc_run, dec_run)					\
-static ssize_t pfx##_encode(const struct gw_codec *c, void *state,		\
-			    void *scratch, const float *x, const float *res,	\
-			    float *res_out, uint64_t n, void *out, size_t cap,	\
-			    struct gw_enc_info *info)				\
-{										\
-	int err = gw_half_enc_check(x, res, res_out, n, cap);			\
-										\
-	(void)c, (void)state, (void)scratch;					\
-	if (err)								\
-		return err;							\
-	if (res)								\
-		enc_run(x, res, res_out, n, out, info, true);			\
-	else									\
-		enc_run(x, NULL, NULL, n, out, info, false);			\
-	return (ssize_t)(n * 2);						\
-}										\
-										\
-static int pfx##_decode(const void *in, size_t len, uint64_t n, float *y)	\
-{										\
-	if (!gw_half_len_ok(len, n))						\
-		return -EBADMSG;						\
-	dec_run(in, n, y, false);						\
-	return 0;								\
-}										\
-										\
-static int pfx##_decode_add(const void *in, size_t len, uint64_t n,		\
-			    float *acc)						\
-{										\
-	if (!gw_half_len_ok(len, n))						\
-		return -EBADMSG;						\
-	dec_run(in, n, acc, true);						\
-	return 0;								\
-}
+#define GW_HALF_OPS(pfx, enc_run, dec_run)                                                         \
+	static ssize_t pfx##_encode(const struct gw_codec *c, void *state, void *scratch,          \
+				    const float *x, const float *res, float *res_out, uint64_t n,  \
+				    void *out, size_t cap, struct gw_enc_info *info)               \
+	{                                                                                          \
+		int err = gw_half_enc_check(x, res, res_out, n, cap);                              \
+                                                                                                   \
+		(void)c, (void)state, (void)scratch;                                               \
+		if (err)                                                                           \
+			return err;                                                                \
+		if (res)                                                                           \
+			enc_run(x, res, res_out, n, out, info, true);                              \
+		else                                                                               \
+			enc_run(x, NULL, NULL, n, out, info, false);                               \
+		return (ssize_t)(n * 2);                                                           \
+	}                                                                                          \
+                                                                                                   \
+	static int pfx##_decode(const void *in, size_t len, uint64_t n, float *y)                  \
+	{                                                                                          \
+		if (!gw_half_len_ok(len, n))                                                       \
+			return -EBADMSG;                                                           \
+		dec_run(in, n, y, false);                                                          \
+		return 0;                                                                          \
+	}                                                                                          \
+                                                                                                   \
+	static int pfx##_decode_add(const void *in, size_t len, uint64_t n, float *acc)            \
+	{                                                                                          \
+		if (!gw_half_len_ok(len, n))                                                       \
+			return -EBADMSG;                                                           \
+		dec_run(in, n, acc, true);                                                         \
+		return 0;                                                                          \
+	}
 
 /* The reference decode loop: y[i] = widen(h[i]), or y[i] += it when add. */
-GW_HALF_INLINE void gw_half_dec_run(const uint8_t *b, uint64_t n, float *y,
-				    const bool add, gw_half_widen_fn *widen)
+GW_HALF_INLINE void gw_half_dec_run(const uint8_t *b, uint64_t n, float *y, const bool add,
+				    gw_half_widen_fn *widen)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		float v = gw_u2f(widen(gw_get16(b + 2 * i)));

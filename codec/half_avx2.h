@@ -22,16 +22,15 @@
  * its non-finite lanes nf and its saturating (finite) lanes s; *dec gets the
  * float32 values the decoder returns for them, for the residual.
  */
-typedef __m128i gw_half_narrow8_fn(__m256 y, __m256i a, __m256i nf, __m256i s,
-				   __m256 *dec);
+typedef __m128i gw_half_narrow8_fn(__m256 y, __m256i a, __m256i nf, __m256i s, __m256 *dec);
 /* A format's 8-lane widening: the decoder's float32 values of 8 u16. */
 typedef __m256 gw_half_widen8_fn(__m128i h);
 
 /* Encode 8 values at x (+ res) into o, residual into res_out; i: index of x[0]. */
-GW_HALF_INLINE void gw_half_avx2_enc8(const float *x, const float *res, float *res_out,
-				 uint8_t *o, uint64_t i, __m256i *sat,
-				 struct gw_enc_info *info, const bool wr,
-				 const uint32_t sat_from, gw_half_narrow8_fn *narrow8)
+GW_HALF_INLINE void gw_half_avx2_enc8(const float *x, const float *res, float *res_out, uint8_t *o,
+				      uint64_t i, __m256i *sat, struct gw_enc_info *info,
+				      const bool wr, const uint32_t sat_from,
+				      gw_half_narrow8_fn *narrow8)
 {
 	__m256 y = _mm256_loadu_ps(x), dec;
 	__m256i a, nf, s;
@@ -63,18 +62,17 @@ GW_HALF_INLINE void gw_half_avx2_enc8(const float *x, const float *res, float *r
 }
 
 /* Encode n values (the enc_run of GW_HALF_OPS, given the format's kernel). */
-GW_HALF_INLINE void gw_half_avx2_enc_run(const float *x, const float *res,
-					 float *res_out, uint64_t n, uint8_t *o,
-					 struct gw_enc_info *info, const bool wr,
-					 const uint32_t sat_from,
+GW_HALF_INLINE void gw_half_avx2_enc_run(const float *x, const float *res, float *res_out,
+					 uint64_t n, uint8_t *o, struct gw_enc_info *info,
+					 const bool wr, const uint32_t sat_from,
 					 gw_half_narrow8_fn *narrow8)
 {
 	__m256i sat = _mm256_setzero_si256();
 	uint64_t i = 0;
 
 	for (; i + 8 <= n; i += 8)
-		gw_half_avx2_enc8(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL,
-			     o + 2 * i, i, &sat, info, wr, sat_from, narrow8);
+		gw_half_avx2_enc8(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL, o + 2 * i, i,
+				  &sat, info, wr, sat_from, narrow8);
 	if (i < n) {
 		float xb[8] = { 0 }, rb[8] = { 0 }, rob[8];
 		uint8_t ob[16];
@@ -93,8 +91,8 @@ GW_HALF_INLINE void gw_half_avx2_enc_run(const float *x, const float *res,
 }
 
 /* Decode n values (the dec_run of GW_HALF_OPS, given the format's kernel). */
-GW_HALF_INLINE void gw_half_avx2_dec_run(const uint8_t *b, uint64_t n, float *y,
-					 const bool add, gw_half_widen8_fn *widen8)
+GW_HALF_INLINE void gw_half_avx2_dec_run(const uint8_t *b, uint64_t n, float *y, const bool add,
+					 gw_half_widen8_fn *widen8)
 {
 	uint64_t i = 0;
 

@@ -22,18 +22,15 @@
  * its non-finite lanes nf and its saturating (finite) lanes s; *dec gets the
  * float32 values the decoder returns for them, for the residual.
  */
-typedef __m256i gw_half_narrow16_fn(__m512 y, __m512i a, __mmask16 nf,
-				    __mmask16 s, __m512 *dec);
+typedef __m256i gw_half_narrow16_fn(__m512 y, __m512i a, __mmask16 nf, __mmask16 s, __m512 *dec);
 /* A format's 16-lane widening: the decoder's float32 values of 16 u16. */
 typedef __m512 gw_half_widen16_fn(__m256i h);
 
 /* Encode the lanes of k at x (+ res) into o and res_out; i: index of x[0]. */
-GW_HALF_INLINE void gw_half_avx512_enc16(const float *x, const float *res,
-					 float *res_out, uint8_t *o, uint64_t i,
-					 __mmask16 k, __mmask16 *sat,
+GW_HALF_INLINE void gw_half_avx512_enc16(const float *x, const float *res, float *res_out,
+					 uint8_t *o, uint64_t i, __mmask16 k, __mmask16 *sat,
 					 struct gw_enc_info *info, const bool wr,
-					 const uint32_t sat_from,
-					 gw_half_narrow16_fn *narrow16)
+					 const uint32_t sat_from, gw_half_narrow16_fn *narrow16)
 {
 	__m512 y = _mm512_maskz_loadu_ps(k, x), dec;
 	__m512i a;
@@ -44,8 +41,7 @@ GW_HALF_INLINE void gw_half_avx512_enc16(const float *x, const float *res,
 		y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(k, res));
 	a = _mm512_and_si512(_mm512_castps_si512(y), _mm512_set1_epi32(0x7fffffff));
 	nf = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f7fffff));
-	s = _mm512_mask_cmpgt_epi32_mask((__mmask16)~nf, a,
-					 _mm512_set1_epi32((int)(sat_from - 1)));
+	s = _mm512_mask_cmpgt_epi32_mask((__mmask16)~nf, a, _mm512_set1_epi32((int)(sat_from - 1)));
 	h = narrow16(y, a, nf, s, &dec);
 	_mm256_mask_storeu_epi16(o, k, h);
 	*sat |= s;
@@ -61,30 +57,28 @@ GW_HALF_INLINE void gw_half_avx512_enc16(const float *x, const float *res,
 }
 
 /* Encode n values (the enc_run of GW_HALF_OPS, given the format's kernel). */
-GW_HALF_INLINE void gw_half_avx512_enc_run(const float *x, const float *res,
-					   float *res_out, uint64_t n, uint8_t *o,
-					   struct gw_enc_info *info, const bool wr,
-					   const uint32_t sat_from,
+GW_HALF_INLINE void gw_half_avx512_enc_run(const float *x, const float *res, float *res_out,
+					   uint64_t n, uint8_t *o, struct gw_enc_info *info,
+					   const bool wr, const uint32_t sat_from,
 					   gw_half_narrow16_fn *narrow16)
 {
 	__mmask16 sat = 0;
 	uint64_t i = 0;
 
 	for (; i + 16 <= n; i += 16)
-		gw_half_avx512_enc16(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL,
-				     o + 2 * i, i, 0xffff, &sat, info, wr, sat_from,
-				     narrow16);
+		gw_half_avx512_enc16(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL, o + 2 * i,
+				     i, 0xffff, &sat, info, wr, sat_from, narrow16);
 	if (i < n)
-		gw_half_avx512_enc16(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL,
-				     o + 2 * i, i, (__mmask16)((1u << (n - i)) - 1), &sat,
-				     info, wr, sat_from, narrow16);
+		gw_half_avx512_enc16(x + i, wr ? res + i : NULL, wr ? res_out + i : NULL, o + 2 * i,
+				     i, (__mmask16)((1u << (n - i)) - 1), &sat, info, wr, sat_from,
+				     narrow16);
 	if (sat)
 		info->flags |= GW_PF_SATURATED;
 }
 
 /* Decode the lanes of k at b into y (or add them to it). */
-GW_HALF_INLINE void gw_half_avx512_dec16(const uint8_t *b, float *y, __mmask16 k,
-					 const bool add, gw_half_widen16_fn *widen16)
+GW_HALF_INLINE void gw_half_avx512_dec16(const uint8_t *b, float *y, __mmask16 k, const bool add,
+					 gw_half_widen16_fn *widen16)
 {
 	__m512 v = widen16(_mm256_maskz_loadu_epi16(k, b));
 
@@ -94,16 +88,16 @@ GW_HALF_INLINE void gw_half_avx512_dec16(const uint8_t *b, float *y, __mmask16 k
 }
 
 /* Decode n values (the dec_run of GW_HALF_OPS, given the format's kernel). */
-GW_HALF_INLINE void gw_half_avx512_dec_run(const uint8_t *b, uint64_t n, float *y,
-					   const bool add, gw_half_widen16_fn *widen16)
+GW_HALF_INLINE void gw_half_avx512_dec_run(const uint8_t *b, uint64_t n, float *y, const bool add,
+					   gw_half_widen16_fn *widen16)
 {
 	uint64_t i = 0;
 
 	for (; i + 16 <= n; i += 16)
 		gw_half_avx512_dec16(b + 2 * i, y + i, 0xffff, add, widen16);
 	if (i < n)
-		gw_half_avx512_dec16(b + 2 * i, y + i, (__mmask16)((1u << (n - i)) - 1),
-				     add, widen16);
+		gw_half_avx512_dec16(b + 2 * i, y + i, (__mmask16)((1u << (n - i)) - 1), add,
+				     widen16);
 }
 
 #endif

@@ -54,8 +54,8 @@
 /* The stochastic-rounding offset u_i in [0, 1) of element i. */
 static inline float gw_int8_u(uint64_t s, uint64_t i)
 {
-	uint32_t h = gw_hash32(gw_hash32((uint32_t)i ^ (uint32_t)s) ^
-			       (uint32_t)(s >> 32) ^ (uint32_t)(i >> 32));
+	uint32_t h = gw_hash32(gw_hash32((uint32_t)i ^ (uint32_t)s) ^ (uint32_t)(s >> 32) ^
+			       (uint32_t)(i >> 32));
 
 	return (float)(h >> 8) * 0x1p-24f;
 }
@@ -119,7 +119,7 @@ static inline float round_even(float v)
  */
 static inline int32_t floor_small(float v)
 {
-	int32_t t = (int32_t)v;		/* truncates towards 0 */
+	int32_t t = (int32_t)v; /* truncates towards 0 */
 
 	return t - ((float)t > v);
 }
@@ -131,9 +131,8 @@ static inline int32_t clamp127(int32_t q)
 	return q > -127 ? q : -127;
 }
 
-void gw_int8_encode_range(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, const struct gw_int8_bk *k,
-			  int stoch, uint64_t s, int8_t *code,
+void gw_int8_encode_range(const float *x, const float *res, float *res_out, uint64_t i, uint64_t e,
+			  const struct gw_int8_bk *k, int stoch, uint64_t s, int8_t *code,
 			  struct gw_enc_info *info)
 {
 	for (; i < e; i++) {
@@ -160,10 +159,9 @@ void gw_int8_encode_range(const float *x, const float *res, float *res_out,
 	}
 }
 
-ssize_t gw_int8_encode(const struct gw_codec *c, void *state, const float *x,
-		       const float *res, float *res_out, uint64_t n, void *out,
-		       size_t cap, struct gw_enc_info *info, gw_int8_max_fn max,
-		       gw_int8_range_fn range)
+ssize_t gw_int8_encode(const struct gw_codec *c, void *state, const float *x, const float *res,
+		       float *res_out, uint64_t n, void *out, size_t cap, struct gw_enc_info *info,
+		       gw_int8_max_fn max, gw_int8_range_fn range)
 {
 	uint32_t b = c->p.bucket;
 	int stoch = c->p.rounding == GW_ROUND_STOCHASTIC;
@@ -212,8 +210,7 @@ static int check(const void *in, size_t len, uint64_t n, uint32_t *b)
 	return bad ? -EBADMSG : 0;
 }
 
-int gw_int8_decode(const void *in, size_t len, uint64_t n, float *y, int add,
-		   gw_int8_dec_fn dec)
+int gw_int8_decode(const void *in, size_t len, uint64_t n, float *y, int add, gw_int8_dec_fn dec)
 {
 	const uint8_t *p = in;
 	const int8_t *q;
@@ -228,18 +225,16 @@ int gw_int8_decode(const void *in, size_t len, uint64_t n, float *y, int add,
 	return 0;
 }
 
-static ssize_t int8_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap,
+static ssize_t int8_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
 			   struct gw_enc_info *info)
 {
 	(void)scratch;
-	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info,
-			      gw_int8_max, gw_int8_encode_range);
+	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info, gw_int8_max,
+			      gw_int8_encode_range);
 }
 
-void gw_int8_decode_range(const int8_t *q, float *y, uint64_t i, uint64_t e,
-			  float sc, int add)
+void gw_int8_decode_range(const int8_t *q, float *y, uint64_t i, uint64_t e, float sc, int add)
 {
 	if (add) {
 		for (; i < e; i++)
@@ -261,7 +256,7 @@ static int int8_decode_add(const void *in, size_t len, uint64_t n, float *acc)
 }
 
 const struct gw_codec_ops gw_int8_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "int8",
 	.impl = "int8-generic",
 	.id = GW_CODEC_INT8,

@@ -83,13 +83,11 @@ static inline __m256 stoch_u(uint64_t i, uint64_t s)
 	}
 	h = hash8(_mm256_xor_si256(lo, _mm256_set1_epi32((int)(uint32_t)s)));
 	h = hash8(_mm256_xor_si256(h, hi));
-	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)),
-			     _mm256_set1_ps(0x1p-24f));
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));
 }
 
 /* Record the first non-finite lane (finmask: movemask of the finite lanes). */
-static inline void note_first(uint64_t i, __m256 y, int finmask,
-			      struct gw_enc_info *info)
+static inline void note_first(uint64_t i, __m256 y, int finmask, struct gw_enc_info *info)
 {
 	float t[8];
 	int k = __builtin_ctz(~finmask & 0xff);
@@ -98,9 +96,8 @@ static inline void note_first(uint64_t i, __m256 y, int finmask,
 	gw_note_nonfinite(info, i + k, t[k]);
 }
 
-static void encode_bucket(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, const struct gw_int8_bk *k,
-			  int stoch, uint64_t s, int8_t *code,
+static void encode_bucket(const float *x, const float *res, float *res_out, uint64_t i, uint64_t e,
+			  const struct gw_int8_bk *k, int stoch, uint64_t s, int8_t *code,
 			  struct gw_enc_info *info)
 {
 	const __m256 pre = _mm256_set1_ps(k->pre), inv = _mm256_set1_ps(k->inv);
@@ -132,17 +129,16 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 	gw_int8_encode_range(x, res, res_out, i, e, k, stoch, s, code, info);
 }
 
-static ssize_t enc(const struct gw_codec *c, void *state, void *scratch,
-		   const float *x, const float *res, float *res_out, uint64_t n,
-		   void *out, size_t cap, struct gw_enc_info *info)
+static ssize_t enc(const struct gw_codec *c, void *state, void *scratch, const float *x,
+		   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
+		   struct gw_enc_info *info)
 {
 	(void)scratch;
-	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info,
-			      bucket_max, encode_bucket);
+	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info, bucket_max,
+			      encode_bucket);
 }
 
-static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e,
-			  float sc, int add)
+static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e, float sc, int add)
 {
 	const __m256 vs = _mm256_set1_ps(sc);
 
@@ -173,7 +169,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_int8_avx2 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "int8",
 	.impl = "int8-avx2",
 	.id = GW_CODEC_INT8,

@@ -65,24 +65,21 @@ static inline __m512i hash16(__m512i x)
 static inline __m512 stoch_u(uint64_t i, uint64_t s)
 {
 	__m512i base = _mm512_set1_epi32((int)(uint32_t)i);
-	__m512i lo = _mm512_add_epi32(base, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7,
-							      8, 9, 10, 11, 12, 13, 14, 15));
+	__m512i lo = _mm512_add_epi32(
+		base, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
 	__m512i hi = _mm512_set1_epi32((int)(uint32_t)(i >> 32));
 	__m512i h;
 
 	/* Lanes whose low word wrapped carry into the high word. */
-	hi = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(lo, base), hi,
-				   _mm512_set1_epi32(1));
+	hi = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(lo, base), hi, _mm512_set1_epi32(1));
 	hi = _mm512_xor_si512(hi, _mm512_set1_epi32((int)(uint32_t)(s >> 32)));
 	h = hash16(_mm512_xor_si512(lo, _mm512_set1_epi32((int)(uint32_t)s)));
 	h = hash16(_mm512_xor_si512(h, hi));
-	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)),
-			     _mm512_set1_ps(0x1p-24f));
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), _mm512_set1_ps(0x1p-24f));
 }
 
-static void encode_bucket(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, const struct gw_int8_bk *k,
-			  int stoch, uint64_t s, int8_t *code,
+static void encode_bucket(const float *x, const float *res, float *res_out, uint64_t i, uint64_t e,
+			  const struct gw_int8_bk *k, int stoch, uint64_t s, int8_t *code,
 			  struct gw_enc_info *info)
 {
 	const __m512 pre = _mm512_set1_ps(k->pre), inv = _mm512_set1_ps(k->inv);
@@ -112,23 +109,21 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 		if (res_out) {
 			__m512 d = _mm512_mul_ps(_mm512_cvtepi32_ps(q), sc);
 
-			_mm512_mask_storeu_ps(res_out + i, m,
-					      _mm512_maskz_sub_ps(fin, y, d));
+			_mm512_mask_storeu_ps(res_out + i, m, _mm512_maskz_sub_ps(fin, y, d));
 		}
 	}
 }
 
-static ssize_t enc(const struct gw_codec *c, void *state, void *scratch,
-		   const float *x, const float *res, float *res_out, uint64_t n,
-		   void *out, size_t cap, struct gw_enc_info *info)
+static ssize_t enc(const struct gw_codec *c, void *state, void *scratch, const float *x,
+		   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
+		   struct gw_enc_info *info)
 {
 	(void)scratch;
-	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info,
-			      bucket_max, encode_bucket);
+	return gw_int8_encode(c, state, x, res, res_out, n, out, cap, info, bucket_max,
+			      encode_bucket);
 }
 
-static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e,
-			  float sc, int add)
+static void decode_bucket(const int8_t *q, float *y, uint64_t i, uint64_t e, float sc, int add)
 {
 	const __m512 vs = _mm512_set1_ps(sc);
 
@@ -168,7 +163,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_int8_avx512 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "int8",
 	.impl = "int8-avx512",
 	.id = GW_CODEC_INT8,

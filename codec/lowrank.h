@@ -25,7 +25,7 @@
 /* struct gw_psgd_view - how n values are seen as a matrix. */
 struct gw_psgd_view {
 	uint64_t n, rows, cols;
-	uint32_t rank;	/* r' = min(rows, cols, r); 0: not worth it, send raw */
+	uint32_t rank; /* r' = min(rows, cols, r); 0: not worth it, send raw */
 };
 
 /*
@@ -33,8 +33,7 @@ struct gw_psgd_view {
  * ceil(sqrt(n)) when that is 0 (capped at n); rows = ceil(n / cols). rank is
  * 0 when n < p->min_factor * (rows + cols) * r'.
  */
-void gw_psgd_view(const struct gw_codec_params *p, uint64_t n,
-		  struct gw_psgd_view *v);
+void gw_psgd_view(const struct gw_codec_params *p, uint64_t n, struct gw_psgd_view *v);
 
 /*
  * State (a plain byte blob, zeroed by the caller = not initialised):
@@ -54,12 +53,11 @@ float *gw_psgd_state_q(void *state);
  * tensor, a corrupt checkpoint) is drawn again from the generator, mixed
  * with the step, so a stream never stays stuck at zero.
  */
-void gw_psgd_q_prepare(const struct gw_codec_params *p,
-		       const struct gw_psgd_view *v, void *state, float *qn);
+void gw_psgd_q_prepare(const struct gw_codec_params *p, const struct gw_psgd_view *v, void *state,
+		       float *qn);
 
 /* gw_psgd_mq() - pt = M qt (P = M Q), M being n values. */
-void gw_psgd_mq(const float *m, const struct gw_psgd_view *v, const float *qt,
-		float *pt);
+void gw_psgd_mq(const float *m, const struct gw_psgd_view *v, const float *qt, float *pt);
 
 /*
  * gw_psgd_orthonormalize() - make the r columns of pt (rows each)
@@ -73,13 +71,12 @@ size_t gw_psgd_work_size(uint64_t rows, uint32_t r);
 #define GW_PSGD_GS_MAX 4
 
 /* gw_psgd_mtp() - qt = M^T pt (Q = M^T P). */
-void gw_psgd_mtp(const float *m, const struct gw_psgd_view *v, const float *pt,
-		 float *qt);
+void gw_psgd_mtp(const float *m, const struct gw_psgd_view *v, const float *pt, float *qt);
 
 enum gw_psgd_mode {
-	GW_PSGD_SET,	/* out[i] = a[i] */
-	GW_PSGD_ADD,	/* out[i] += a[i] */
-	GW_PSGD_SUB,	/* out[i] = y[i] - a[i] (the residual; out may be y) */
+	GW_PSGD_SET, /* out[i] = a[i] */
+	GW_PSGD_ADD, /* out[i] += a[i] */
+	GW_PSGD_SUB, /* out[i] = y[i] - a[i] (the residual; out may be y) */
 };
 
 /*
@@ -89,8 +86,7 @@ enum gw_psgd_mode {
  * function from the bytes it wrote. a[i] = sum over k ascending of
  * P[row][k] * Q[col][k], starting from the k = 0 product.
  */
-void gw_psgd_reconstruct(const void *p, const void *q,
-			 const struct gw_psgd_view *v, const float *y,
+void gw_psgd_reconstruct(const void *p, const void *q, const struct gw_psgd_view *v, const float *y,
 			 float *out, enum gw_psgd_mode mode);
 
 #endif

@@ -27,9 +27,8 @@ static void copy_add(const float *x, const float *res, float *o, uint64_t n)
 		o[i] = x[i] + res[i];
 }
 
-static ssize_t none_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap,
+static ssize_t none_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
 			   struct gw_enc_info *info)
 {
 	(void)c, (void)state, (void)scratch, (void)info;
@@ -64,7 +63,7 @@ static int none_decode_add(const void *in, size_t len, uint64_t n, float *acc)
 }
 
 const struct gw_codec_ops gw_none_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "none",
 	.impl = "none-generic",
 	.id = GW_CODEC_NONE,

@@ -43,8 +43,8 @@ size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n)
  * Add |y| of elements [i, e) of the bucket starting at b0 into the partial
  * sums (s[(i - b0) % 8]) and count the finite ones.
  */
-void gw_onebit_sums(const float *x, const float *res, uint64_t b0, uint64_t i,
-		    uint64_t e, float s[8], uint32_t *count)
+void gw_onebit_sums(const float *x, const float *res, uint64_t b0, uint64_t i, uint64_t e,
+		    float s[8], uint32_t *count)
 {
 	for (; i < e; i++) {
 		float y = res ? x[i] + res[i] : x[i];
@@ -62,8 +62,8 @@ static float combine(const float s[8])
 }
 
 /* The bucket [b0, e)'s scale from its partial sums (see the file comment). */
-float gw_onebit_scale(const float s[8], uint32_t count, const float *x,
-		      const float *res, uint64_t b0, uint64_t e)
+float gw_onebit_scale(const float s[8], uint32_t count, const float *x, const float *res,
+		      uint64_t b0, uint64_t e)
 {
 	float sum = combine(s), t[8] = { 0 }, r;
 
@@ -92,9 +92,9 @@ static float bucket_scale(const float *x, const float *res, uint64_t b0, uint64_
 	return gw_onebit_scale(s, count, x, res, b0, e);
 }
 
-void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
-			    uint64_t i, uint64_t e, float scale,
-			    struct gw_onebit_bw *wp, struct gw_enc_info *info)
+void gw_onebit_encode_range(const float *x, const float *res, float *res_out, uint64_t i,
+			    uint64_t e, float scale, struct gw_onebit_bw *wp,
+			    struct gw_enc_info *info)
 {
 	/* A copy whose address never escapes stays in registers. */
 	struct gw_onebit_bw w = *wp;
@@ -125,14 +125,13 @@ void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
 	*wp = w;
 }
 
-static ssize_t onebit_encode(const struct gw_codec *c, void *state,
-			     void *scratch, const float *x, const float *res,
-			     float *res_out, uint64_t n, void *out, size_t cap,
+static ssize_t onebit_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			     const float *res, float *res_out, uint64_t n, void *out, size_t cap,
 			     struct gw_enc_info *info)
 {
 	(void)state, (void)scratch;
-	return gw_onebit_encode(c, x, res, res_out, n, out, cap, info,
-				bucket_scale, gw_onebit_encode_range);
+	return gw_onebit_encode(c, x, res, res_out, n, out, cap, info, bucket_scale,
+				gw_onebit_encode_range);
 }
 
 /* Header, length and scales (bucket.h), then the padding bits must be 0. */
@@ -148,8 +147,7 @@ int gw_onebit_check(const void *in, size_t len, uint64_t n, uint32_t *bucket)
 	return 0;
 }
 
-static int onebit_decode_any(const void *in, size_t len, uint64_t n, float *y,
-			     int add)
+static int onebit_decode_any(const void *in, size_t len, uint64_t n, float *y, int add)
 {
 	const uint8_t *p = in, *bits;
 	uint32_t b;
@@ -182,7 +180,7 @@ static int onebit_decode_add(const void *in, size_t len, uint64_t n, float *acc)
 }
 
 const struct gw_codec_ops gw_onebit_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "onebit",
 	.impl = "onebit-generic",
 	.id = GW_CODEC_ONEBIT,

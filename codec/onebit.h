@@ -42,25 +42,23 @@ static inline void gw_onebit_flush(struct gw_onebit_bw *w)
 }
 
 /* gw_onebit_scale_fn - the scale of the bucket [b0, e) (see onebit.c). */
-typedef float (*gw_onebit_scale_fn)(const float *x, const float *res,
-				    uint64_t b0, uint64_t e);
+typedef float (*gw_onebit_scale_fn)(const float *x, const float *res, uint64_t b0, uint64_t e);
 /*
  * gw_onebit_bucket_fn - append the sign bits of elements [i, e) to w and
  * store their residuals (when res_out is set); non-finite ones go to info.
  */
-typedef void (*gw_onebit_bucket_fn)(const float *x, const float *res,
-				    float *res_out, uint64_t i, uint64_t e,
-				    float scale, struct gw_onebit_bw *w,
+typedef void (*gw_onebit_bucket_fn)(const float *x, const float *res, float *res_out, uint64_t i,
+				    uint64_t e, float scale, struct gw_onebit_bw *w,
 				    struct gw_enc_info *info);
 
 /* Generic pieces the SIMD kernels finish with. */
-void gw_onebit_sums(const float *x, const float *res, uint64_t b0, uint64_t i,
-		    uint64_t e, float s[8], uint32_t *count);
-float gw_onebit_scale(const float s[8], uint32_t count, const float *x,
-		      const float *res, uint64_t b0, uint64_t e);
-void gw_onebit_encode_range(const float *x, const float *res, float *res_out,
-			    uint64_t i, uint64_t e, float scale,
-			    struct gw_onebit_bw *w, struct gw_enc_info *info);
+void gw_onebit_sums(const float *x, const float *res, uint64_t b0, uint64_t i, uint64_t e,
+		    float s[8], uint32_t *count);
+float gw_onebit_scale(const float s[8], uint32_t count, const float *x, const float *res,
+		      uint64_t b0, uint64_t e);
+void gw_onebit_encode_range(const float *x, const float *res, float *res_out, uint64_t i,
+			    uint64_t e, float scale, struct gw_onebit_bw *w,
+			    struct gw_enc_info *info);
 
 size_t gw_onebit_bound(const struct gw_codec *c, uint64_t n);
 
@@ -75,11 +73,10 @@ static inline uint64_t gw_onebit_nbytes(uint64_t n)
  * gets its kernels inlined and the bit writer kept in registers across
  * buckets (through pointers, onebit-avx2 encoded 15% slower).
  */
-static inline ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x,
-					const float *res, float *res_out, uint64_t n,
-					void *out, size_t cap, struct gw_enc_info *info,
-					gw_onebit_scale_fn scale,
-					gw_onebit_bucket_fn bucket)
+static inline ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x, const float *res,
+				       float *res_out, uint64_t n, void *out, size_t cap,
+				       struct gw_enc_info *info, gw_onebit_scale_fn scale,
+				       gw_onebit_bucket_fn bucket)
 {
 	uint32_t b = c->p.bucket;
 	uint8_t *o = out;

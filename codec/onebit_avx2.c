@@ -53,9 +53,8 @@ static float bucket_scale(const float *x, const float *res, uint64_t b0, uint64_
 	return gw_onebit_scale(s, count, x, res, b0, e);
 }
 
-static void encode_bucket(const float *x, const float *res, float *res_out,
-			  uint64_t i, uint64_t e, float scale, struct gw_onebit_bw *wp,
-			  struct gw_enc_info *info)
+static void encode_bucket(const float *x, const float *res, float *res_out, uint64_t i, uint64_t e,
+			  float scale, struct gw_onebit_bw *wp, struct gw_enc_info *info)
 {
 	/* A copy whose address never escapes stays in registers. */
 	struct gw_onebit_bw w = *wp;
@@ -82,8 +81,7 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 			/* +scale where y >= 0, else -scale (finite lanes). */
 			__m256 d = _mm256_xor_ps(sc, _mm256_andnot_ps(ge, sgn));
 
-			_mm256_storeu_ps(res_out + i,
-					 _mm256_and_ps(_mm256_sub_ps(y, d), fin));
+			_mm256_storeu_ps(res_out + i, _mm256_and_ps(_mm256_sub_ps(y, d), fin));
 		}
 	}
 	*wp = w;
@@ -91,13 +89,12 @@ static void encode_bucket(const float *x, const float *res, float *res_out,
 		gw_onebit_encode_range(x, res, res_out, i, e, scale, wp, info);
 }
 
-static ssize_t enc(const struct gw_codec *c, void *state, void *scratch,
-		   const float *x, const float *res, float *res_out, uint64_t n,
-		   void *out, size_t cap, struct gw_enc_info *info)
+static ssize_t enc(const struct gw_codec *c, void *state, void *scratch, const float *x,
+		   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
+		   struct gw_enc_info *info)
 {
 	(void)state, (void)scratch;
-	return gw_onebit_encode(c, x, res, res_out, n, out, cap, info,
-				bucket_scale, encode_bucket);
+	return gw_onebit_encode(c, x, res, res_out, n, out, cap, info, bucket_scale, encode_bucket);
 }
 
 static int dec_any(const void *in, size_t len, uint64_t n, float *y, int add)
@@ -113,7 +110,7 @@ static int dec_any(const void *in, size_t len, uint64_t n, float *y, int add)
 	if (rc)
 		return rc;
 	bits = p + gw_bucket_data(b, n);
-	be = gw_bucket_end(0, b, n);	/* end of bucket bi */
+	be = gw_bucket_end(0, b, n); /* end of bucket bi */
 	s = n ? gw_bucket_scale(p, 0) : 0.0f;
 	for (i = 0; i < n; i += 8) {
 		while (i >= be) {
@@ -163,7 +160,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_onebit_avx2 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "onebit",
 	.impl = "onebit-avx2",
 	.id = GW_CODEC_ONEBIT,

@@ -34,8 +34,8 @@ size_t gw_payload_bound(const struct gw_codec *c, uint64_t n)
 
 /* Write the header (and the non-finite record, if info has one) of a
  * payload of codec id, n values and a section of len bytes: its length. */
-static ssize_t put_head(uint8_t *o, uint8_t id, const struct gw_enc_info *info,
-			uint64_t n, uint64_t len)
+static ssize_t put_head(uint8_t *o, uint8_t id, const struct gw_enc_info *info, uint64_t n,
+			uint64_t len)
 {
 	o[0] = GW_PAYLOAD_VERSION;
 	o[1] = id;
@@ -52,9 +52,8 @@ static ssize_t put_head(uint8_t *o, uint8_t id, const struct gw_enc_info *info,
 	return GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC;
 }
 
-ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
-			  const float *x, const float *res, float *res_out,
-			  uint64_t n, void *out, size_t cap)
+ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			  const float *res, float *res_out, uint64_t n, void *out, size_t cap)
 {
 	struct gw_enc_info info = { 0 };
 	uint8_t *o = out;
@@ -66,14 +65,13 @@ ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
 		return -ENOSPC;
 	/* Encode in place for the common case; keep room to slide the
 	 * section 16 bytes on in the rare one that needs the record. */
-	len = c->ops->encode(c, state, scratch, x, res, res_out, n,
-			     o + GW_PAYLOAD_HDR,
+	len = c->ops->encode(c, state, scratch, x, res, res_out, n, o + GW_PAYLOAD_HDR,
 			     cap - GW_PAYLOAD_HDR - GW_PAYLOAD_NONFINITE_REC, &info);
 	if (len < 0)
 		return len;
 	if (info.flags & GW_PF_NONFINITE)
-		memmove(o + GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC,
-			o + GW_PAYLOAD_HDR, (size_t)len);
+		memmove(o + GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC, o + GW_PAYLOAD_HDR,
+			(size_t)len);
 	return put_head(o, c->ops->id, &info, n, (uint64_t)len) + len;
 }
 
@@ -82,7 +80,7 @@ ssize_t gw_payload_head_exact(uint64_t n, void *out, size_t cap)
 	static const struct gw_enc_info none_info;
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-	return -EOPNOTSUPP;	/* the section would need byte swapping */
+	return -EOPNOTSUPP; /* the section would need byte swapping */
 #endif
 	if (!out || n > GW_MAX_ELEMS)
 		return -EINVAL;
@@ -104,8 +102,7 @@ int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
 	p->flags = b[3];
 	if (p->version != GW_PAYLOAD_VERSION)
 		return -EPROTONOSUPPORT;
-	if (p->dtype != GW_DTYPE_F32 || (p->flags & ~GW_PF_KNOWN) ||
-	    gw_get32(b + 4) != 0)
+	if (p->dtype != GW_DTYPE_F32 || (p->flags & ~GW_PF_KNOWN) || gw_get32(b + 4) != 0)
 		return -EBADMSG;
 	p->n = gw_get64(b + 8);
 	if (p->n > GW_MAX_ELEMS)
@@ -117,8 +114,7 @@ int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p)
 			return -EBADMSG;
 		p->nonfinite_index = gw_get64(b + off);
 		p->nonfinite_bits = gw_get32(b + off + 8);
-		if (p->nonfinite_index >= p->n ||
-		    !gw_nonfinite(gw_u2f(p->nonfinite_bits)) ||
+		if (p->nonfinite_index >= p->n || !gw_nonfinite(gw_u2f(p->nonfinite_bits)) ||
 		    gw_get32(b + off + 12) != 0)
 			return -EBADMSG;
 		off += GW_PAYLOAD_NONFINITE_REC;

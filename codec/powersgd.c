@@ -45,15 +45,13 @@
  * contraction into FMA (-ffp-contract=off): the AVX2 clone only does more
  * lanes per instruction, so both give the same bits.
  */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-	!defined(GW_NO_CLONES)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(GW_NO_CLONES)
 #define GW_PSGD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define GW_PSGD_CLONES
 #endif
 
-void gw_psgd_view(const struct gw_codec_params *p, uint64_t n,
-		  struct gw_psgd_view *v)
+void gw_psgd_view(const struct gw_codec_params *p, uint64_t n, struct gw_psgd_view *v)
 {
 	uint64_t cols = p->cols, r;
 
@@ -118,8 +116,8 @@ static double col_norm(const float *q, uint64_t len)
 	return sqrt(s);
 }
 
-void gw_psgd_q_prepare(const struct gw_codec_params *p,
-		       const struct gw_psgd_view *v, void *state, float *qn)
+void gw_psgd_q_prepare(const struct gw_codec_params *p, const struct gw_psgd_view *v, void *state,
+		       float *qn)
 {
 	uint8_t *st = state;
 	float *q = gw_psgd_state_q(state);
@@ -136,7 +134,7 @@ void gw_psgd_q_prepare(const struct gw_codec_params *p,
 		float *qk = q + (uint64_t)k * cols;
 		double nrm = col_norm(qk, cols);
 
-		if (!(nrm > 0 && nrm < INFINITY)) {	/* zero, NaN or Inf */
+		if (!(nrm > 0 && nrm < INFINITY)) { /* zero, NaN or Inf */
 			for (uint64_t j = 0; j < cols; j++)
 				qk[j] = draw(p->seed, step + 1, (uint64_t)k * cols + j);
 			nrm = col_norm(qk, cols);
@@ -198,16 +196,15 @@ static void dot4(const float *const a[4], const float *b, uint64_t len, float ou
 	}
 }
 
-static GW_PSGD_CLONES void
-mq_kernel(const float *m, const struct gw_psgd_view *v, const float *qt,
-	  float *pt)
+static GW_PSGD_CLONES void mq_kernel(const float *m, const struct gw_psgd_view *v, const float *qt,
+				     float *pt)
 {
 	uint64_t i = 0, cols = v->cols, rows = v->rows;
 
 	/* Full rows four at a time, then the rest (the last may be short). */
 	for (; i + 4 <= rows && (i + 4) * cols <= v->n; i += 4) {
-		const float *a[4] = { m + i * cols, m + (i + 1) * cols,
-				      m + (i + 2) * cols, m + (i + 3) * cols };
+		const float *a[4] = { m + i * cols, m + (i + 1) * cols, m + (i + 2) * cols,
+				      m + (i + 3) * cols };
 
 		for (uint32_t k = 0; k < v->rank; k++) {
 			float d[4];
@@ -226,8 +223,7 @@ mq_kernel(const float *m, const struct gw_psgd_view *v, const float *qt,
 	}
 }
 
-void gw_psgd_mq(const float *m, const struct gw_psgd_view *v, const float *qt,
-		float *pt)
+void gw_psgd_mq(const float *m, const struct gw_psgd_view *v, const float *qt, float *pt)
 {
 	mq_kernel(m, v, qt, pt);
 }
@@ -237,16 +233,14 @@ void gw_psgd_mq(const float *m, const struct gw_psgd_view *v, const float *qt,
  * product added to the running value; four rows per pass over Q (the same
  * additions in the same order, Q loaded and stored a quarter as often).
  */
-static GW_PSGD_CLONES void
-mtp_kernel(const float *m, const struct gw_psgd_view *v, const float *pt,
-	   float *qt)
+static GW_PSGD_CLONES void mtp_kernel(const float *m, const struct gw_psgd_view *v, const float *pt,
+				      float *qt)
 {
 	uint64_t i = 0, cols = v->cols, rows = v->rows;
 
 	memset(qt, 0, (size_t)cols * v->rank * sizeof(float));
 	for (; i + 4 <= rows && (i + 4) * cols <= v->n; i += 4) {
-		const float *m0 = m + i * cols, *m1 = m0 + cols, *m2 = m1 + cols,
-			    *m3 = m2 + cols;
+		const float *m0 = m + i * cols, *m1 = m0 + cols, *m2 = m1 + cols, *m3 = m2 + cols;
 
 		for (uint32_t k = 0; k < v->rank; k++) {
 			const float *p = pt + (uint64_t)k * rows + i;
@@ -271,8 +265,7 @@ mtp_kernel(const float *m, const struct gw_psgd_view *v, const float *pt,
 	}
 }
 
-void gw_psgd_mtp(const float *m, const struct gw_psgd_view *v, const float *pt,
-		 float *qt)
+void gw_psgd_mtp(const float *m, const struct gw_psgd_view *v, const float *pt, float *qt)
 {
 	mtp_kernel(m, v, pt, qt);
 }
@@ -323,8 +316,7 @@ static void gram_schmidt(double *w, uint64_t rows, uint32_t r)
  * -sign(x_k) ||x|| e_k), then the thin Q formed explicitly in place of the
  * input. A zero column gets no reflector, so Q stays orthonormal.
  */
-static void householder(double *a, uint64_t rows, uint32_t r, double *u,
-			double *beta)
+static void householder(double *a, uint64_t rows, uint32_t r, double *u, double *beta)
 {
 	for (uint32_t k = 0; k < r; k++) {
 		double *x = a + (uint64_t)k * rows, nrm, alpha;
@@ -334,8 +326,8 @@ static void householder(double *a, uint64_t rows, uint32_t r, double *u,
 		if (!(nrm > 0))
 			continue;
 		alpha = x[k] >= 0 ? -nrm : nrm;
-		x[k] -= alpha;	/* x[k..] is now the reflector v */
-		beta[k] = 1 / (nrm * (nrm + fabs(x[k] + alpha)));	/* 2 / v.v */
+		x[k] -= alpha; /* x[k..] is now the reflector v */
+		beta[k] = 1 / (nrm * (nrm + fabs(x[k] + alpha))); /* 2 / v.v */
 		for (uint32_t c = k + 1; c < r; c++) {
 			double *y = a + (uint64_t)c * rows;
 			double s = beta[k] * ddot(x + k, y + k, rows - k);
@@ -378,9 +370,9 @@ void gw_psgd_orthonormalize(float *pt, uint64_t rows, uint32_t r, double *work)
 		pt[t] = (float)work[t];
 }
 
-static GW_PSGD_CLONES void
-reconstruct_kernel(const void *p, const void *q, const struct gw_psgd_view *v,
-		   const float *y, float *out, enum gw_psgd_mode mode)
+static GW_PSGD_CLONES void reconstruct_kernel(const void *p, const void *q,
+					      const struct gw_psgd_view *v, const float *y,
+					      float *out, enum gw_psgd_mode mode)
 {
 	enum { BUF = 2048 };
 	const uint8_t *pb = p, *qb = q;
@@ -430,8 +422,7 @@ reconstruct_kernel(const void *p, const void *q, const struct gw_psgd_view *v,
 	}
 }
 
-void gw_psgd_reconstruct(const void *p, const void *q,
-			 const struct gw_psgd_view *v, const float *y,
+void gw_psgd_reconstruct(const void *p, const void *q, const struct gw_psgd_view *v, const float *y,
 			 float *out, enum gw_psgd_mode mode)
 {
 	reconstruct_kernel(p, q, v, y, out, mode);
@@ -457,8 +448,7 @@ static size_t psgd_scratch_size(const struct gw_codec *c, uint64_t n)
 	gw_psgd_view(&c->p, n, &v);
 	if (!v.rank)
 		return 0;
-	return align64((size_t)v.cols * v.rank * 4) +
-	       align64((size_t)v.rows * v.rank * 4) +
+	return align64((size_t)v.cols * v.rank * 4) + align64((size_t)v.rows * v.rank * 4) +
 	       gw_psgd_work_size(v.rows, v.rank) * sizeof(double) + 64;
 }
 
@@ -469,8 +459,7 @@ static size_t psgd_bound(const struct gw_codec *c, uint64_t n)
 }
 
 /* Largest finite |y|, and whether some y is NaN/Inf (noting the first). */
-static float scan(const float *x, const float *res, uint64_t n,
-		  struct gw_enc_info *info)
+static float scan(const float *x, const float *res, uint64_t n, struct gw_enc_info *info)
 {
 	float m = 0;
 
@@ -496,9 +485,8 @@ static void put_hdr(uint8_t *o, uint8_t form, const struct gw_psgd_view *v)
 	gw_put64(o + 16, v->cols);
 }
 
-static ssize_t psgd_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap,
+static ssize_t psgd_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
 			   struct gw_enc_info *info)
 {
 	struct gw_psgd_view v;
@@ -508,14 +496,13 @@ static ssize_t psgd_encode(const struct gw_codec *c, void *state, void *scratch,
 	float mx;
 	int raw;
 
-	if (!gw_enc_args_ok(x, res, res_out, n) || !state || !out ||
-	    !(c->p.min_factor >= 1) || !c->p.rank)
+	if (!gw_enc_args_ok(x, res, res_out, n) || !state || !out || !(c->p.min_factor >= 1) ||
+	    !c->p.rank)
 		return -EINVAL;
 	gw_psgd_view(&c->p, n, &v);
 	step = gw_psgd_step(state);
 	mx = scan(x, res, n, info);
-	raw = !v.rank || step < c->p.warmup || (info->flags & GW_PF_NONFINITE) ||
-	      mx > RANGE_MAX;
+	raw = !v.rank || step < c->p.warmup || (info->flags & GW_PF_NONFINITE) || mx > RANGE_MAX;
 	size = raw ? HDR + (size_t)n * 4 : HDR + (size_t)(v.rows + v.cols) * v.rank * 4;
 	if (cap < size)
 		return -ENOSPC;
@@ -539,13 +526,13 @@ static ssize_t psgd_encode(const struct gw_codec *c, void *state, void *scratch,
 		uint8_t *s = scratch;
 		float *qn = (float *)(void *)s;
 		float *pt = (float *)(void *)(s + align64((size_t)v.cols * v.rank * 4));
-		double *work = (double *)(void *)((uint8_t *)pt +
-						  align64((size_t)v.rows * v.rank * 4));
+		double *work =
+			(double *)(void *)((uint8_t *)pt + align64((size_t)v.rows * v.rank * 4));
 		float *q = gw_psgd_state_q(state);
 		const float *m = x;
 		uint8_t *po = o + HDR, *qo = po + (size_t)v.rows * v.rank * 4;
 
-		if (res) {	/* M = y, built in res_out (finite: checked) */
+		if (res) { /* M = y, built in res_out (finite: checked) */
 			for (uint64_t i = 0; i < n; i++)
 				res_out[i] = x[i] + res[i];
 			m = res_out;
@@ -580,8 +567,8 @@ static int parse(const uint8_t *b, size_t len, uint64_t n, struct gw_psgd_view *
 		return 0;
 	}
 	if (b[0] != 1 || !n || !v->cols || v->cols > n ||
-	    v->rows != n / v->cols + (n % v->cols != 0) || !v->rank ||
-	    v->rank > GW_PSGD_RANK_MAX || v->rank > v->rows || v->rank > v->cols)
+	    v->rows != n / v->cols + (n % v->cols != 0) || !v->rank || v->rank > GW_PSGD_RANK_MAX ||
+	    v->rank > v->rows || v->rank > v->cols)
 		return -EBADMSG;
 	vals = (v->rows + v->cols) * v->rank;
 	if (len - HDR != vals * 4)
@@ -608,8 +595,8 @@ static int decode(const void *in, size_t len, uint64_t n, float *y, int add)
 		}
 		return 0;
 	}
-	gw_psgd_reconstruct(b + HDR, b + HDR + (size_t)v.rows * v.rank * 4, &v,
-			    NULL, y, add ? GW_PSGD_ADD : GW_PSGD_SET);
+	gw_psgd_reconstruct(b + HDR, b + HDR + (size_t)v.rows * v.rank * 4, &v, NULL, y,
+			    add ? GW_PSGD_ADD : GW_PSGD_SET);
 	return 0;
 }
 
@@ -624,7 +611,7 @@ static int psgd_decode_add(const void *in, size_t len, uint64_t n, float *acc)
 }
 
 const struct gw_codec_ops gw_powersgd_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "powersgd",
 	.impl = "powersgd-generic",
 	.id = GW_CODEC_POWERSGD,

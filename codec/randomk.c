@@ -27,7 +27,7 @@
 #include <math.h>
 #include "codec_impl.h"
 
-#define BLOCK 4096	/* values per non-finite check and gather round */
+#define BLOCK 4096 /* values per non-finite check and gather round */
 
 static int calc_k(const struct gw_codec *c, uint64_t n, uint64_t *kp)
 {
@@ -106,8 +106,8 @@ static int block_bad(const float *y, uint64_t len)
 }
 
 /* res_out = x + res over one block; non-finite ones noted and zeroed. */
-static void block_ef(const float *x, const float *res, float *res_out, uint64_t b,
-		     uint64_t len, struct gw_enc_info *info)
+static void block_ef(const float *x, const float *res, float *res_out, uint64_t b, uint64_t len,
+		     struct gw_enc_info *info)
 {
 	uint32_t bad = 0;
 
@@ -129,8 +129,7 @@ static void block_ef(const float *x, const float *res, float *res_out, uint64_t 
 }
 
 /* Without error feedback only the first non-finite value matters. */
-static void block_plain(const float *x, uint64_t b, uint64_t len,
-			struct gw_enc_info *info)
+static void block_plain(const float *x, uint64_t b, uint64_t len, struct gw_enc_info *info)
 {
 	if (!block_bad(x + b, len))
 		return;
@@ -147,9 +146,8 @@ static void block_plain(const float *x, uint64_t b, uint64_t len,
  * falls inside it are gathered while the block is still in L1 (a separate
  * gather after the pass would miss the cache on every sample).
  */
-static ssize_t randomk_encode(const struct gw_codec *c, void *state, void *scratch,
-			      const float *x, const float *res, float *res_out,
-			      uint64_t n, void *out, size_t cap,
+static ssize_t randomk_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			      const float *res, float *res_out, uint64_t n, void *out, size_t cap,
 			      struct gw_enc_info *info)
 {
 	uint8_t *o = out;
@@ -184,7 +182,7 @@ static ssize_t randomk_encode(const struct gw_codec *c, void *state, void *scrat
 			block_plain(x, b, len, info);
 			scan = !(info->flags & GW_PF_NONFINITE);
 		}
-		for (; j < k && i < b + len; ) {
+		for (; j < k && i < b + len;) {
 			float v;
 
 			if (res) {
@@ -247,7 +245,7 @@ static int randomk_decode_add(const void *in, size_t len, uint64_t n, float *acc
 }
 
 const struct gw_codec_ops gw_randomk_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "randomk",
 	.impl = "randomk-generic",
 	.id = GW_CODEC_RANDOMK,

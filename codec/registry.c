@@ -20,13 +20,10 @@
 #include "codec_impl.h"
 
 static const struct gw_codec_ops *const table[] = {
-	&gw_none_generic,
-	&gw_topk_generic,    &gw_topk_avx2,   &gw_topk_avx512,
-	&gw_randomk_generic,
-	&gw_fp16_generic,    &gw_fp16_avx2,   &gw_fp16_avx512,
-	&gw_bf16_generic,    &gw_bf16_avx2,   &gw_bf16_avx512,
-	&gw_int8_generic,    &gw_int8_avx2,   &gw_int8_avx512,
-	&gw_onebit_generic,  &gw_onebit_avx2,
+	&gw_none_generic,     &gw_topk_generic, &gw_topk_avx2,	    &gw_topk_avx512,
+	&gw_randomk_generic,  &gw_fp16_generic, &gw_fp16_avx2,	    &gw_fp16_avx512,
+	&gw_bf16_generic,     &gw_bf16_avx2,	&gw_bf16_avx512,    &gw_int8_generic,
+	&gw_int8_avx2,	      &gw_int8_avx512,	&gw_onebit_generic, &gw_onebit_avx2,
 	&gw_powersgd_generic,
 };
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
@@ -53,14 +50,13 @@ static int usable(const struct gw_codec_ops *o)
 	return !o->cpu_ok || o->cpu_ok();
 }
 
-int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n,
-			 char *err, size_t errlen)
+int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct gw_codec_ops *o = tab[i];
 
-		if (!o || o->size != sizeof(*o) || !o->name || !o->impl ||
-		    !o->bound || !o->encode || !o->decode || !o->decode_add) {
+		if (!o || o->size != sizeof(*o) || !o->name || !o->impl || !o->bound ||
+		    !o->encode || !o->decode || !o->decode_add) {
 			snprintf(err, errlen, "entry %zu (%s) is incomplete", i,
 				 o && o->impl ? o->impl : "?");
 			return -EINVAL;
@@ -69,14 +65,12 @@ int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n,
 			const struct gw_codec_ops *p = tab[j];
 
 			if (!strcmp(p->impl, o->impl)) {
-				snprintf(err, errlen, "duplicate implementation %s",
-					 o->impl);
+				snprintf(err, errlen, "duplicate implementation %s", o->impl);
 				return -EEXIST;
 			}
 			if ((p->id == o->id) != !strcmp(p->name, o->name)) {
-				snprintf(err, errlen,
-					 "%s (id %u) and %s (id %u) conflict",
-					 o->name, o->id, p->name, p->id);
+				snprintf(err, errlen, "%s (id %u) and %s (id %u) conflict", o->name,
+					 o->id, p->name, p->id);
 				return -EEXIST;
 			}
 		}
@@ -109,8 +103,7 @@ static const struct gw_codec_ops *pick(const char *name, int id, int best)
 			continue;
 		if (!usable(o))
 			continue;
-		if (!r || (best ? o->priority > r->priority
-				: o->priority < r->priority))
+		if (!r || (best ? o->priority > r->priority : o->priority < r->priority))
 			r = o;
 	}
 	return r;
@@ -152,8 +145,7 @@ size_t gw_codec_scratch_size(const struct gw_codec *c, uint64_t n)
 
 /* ---- parameters ---------------------------------------------------------- */
 
-static void param_store(struct gw_codec_params *p, const struct gw_param_desc *d,
-			double v)
+static void param_store(struct gw_codec_params *p, const struct gw_param_desc *d, double v)
 {
 	char *f = (char *)p + d->offset;
 
@@ -179,8 +171,8 @@ void gw_codec_init(struct gw_codec *c, const struct gw_codec_ops *ops)
 }
 
 /* Parse one value [s, e) for d; 0 or -EINVAL with a message. */
-static int param_parse(struct gw_codec *c, const struct gw_param_desc *d,
-		       const char *s, size_t len, char *err, size_t errlen)
+static int param_parse(struct gw_codec *c, const struct gw_param_desc *d, const char *s, size_t len,
+		       char *err, size_t errlen)
 {
 	char buf[64], *end;
 	double v;
@@ -227,22 +219,20 @@ static int param_parse(struct gw_codec *c, const struct gw_param_desc *d,
 	return 0;
 bad:
 	if (d->type == GW_PARAM_ENUM) {
-		int o = snprintf(err, errlen, "%s: %s=%.*s: expected one of",
-				 c->ops->name, d->key, (int)len, s);
+		int o = snprintf(err, errlen, "%s: %s=%.*s: expected one of", c->ops->name, d->key,
+				 (int)len, s);
 
 		for (size_t i = 0; d->names[i] && o >= 0 && (size_t)o < errlen; i++)
 			o += snprintf(err + o, errlen - o, " %s", d->names[i]);
 	} else {
-		snprintf(err, errlen, "%s: %s=%.*s: expected a %s in %s%g, %g]",
-			 c->ops->name, d->key, (int)len, s,
-			 d->type == GW_PARAM_F64 ? "number" : "whole number",
+		snprintf(err, errlen, "%s: %s=%.*s: expected a %s in %s%g, %g]", c->ops->name,
+			 d->key, (int)len, s, d->type == GW_PARAM_F64 ? "number" : "whole number",
 			 d->min_open ? "(" : "[", d->min, d->max);
 	}
 	return -EINVAL;
 }
 
-int gw_codec_parse(const char *spec, struct gw_codec *c, char *err,
-		   size_t errlen)
+int gw_codec_parse(const char *spec, struct gw_codec *c, char *err, size_t errlen)
 {
 	const struct gw_codec_ops *ops;
 	const char *colon, *s;
@@ -266,8 +256,7 @@ int gw_codec_parse(const char *spec, struct gw_codec *c, char *err,
 
 		for (size_t i = 0; i < TABLE_LEN && o >= 0 && (size_t)o < errlen; i++)
 			if (!i || strcmp(table[i]->name, table[i - 1]->name))
-				o += snprintf(err + o, errlen - o, " %s",
-					      table[i]->name);
+				o += snprintf(err + o, errlen - o, " %s", table[i]->name);
 		if (o >= 0 && (size_t)o < errlen)
 			snprintf(err + o, errlen - o, ")");
 		return -EINVAL;
@@ -285,8 +274,8 @@ int gw_codec_parse(const char *spec, struct gw_codec *c, char *err,
 
 		eq = memchr(s, '=', (size_t)(e - s));
 		if (!eq || eq == s) {
-			snprintf(err, errlen, "%s: '%.*s' is not KEY=VALUE",
-				 ops->name, (int)(e - s), s);
+			snprintf(err, errlen, "%s: '%.*s' is not KEY=VALUE", ops->name,
+				 (int)(e - s), s);
 			return -EINVAL;
 		}
 		for (d = ops->params; d && d->key; d++, idx++)
@@ -294,24 +283,20 @@ int gw_codec_parse(const char *spec, struct gw_codec *c, char *err,
 			    !memcmp(d->key, s, (size_t)(eq - s)))
 				break;
 		if (!d || !d->key) {
-			int o = snprintf(err, errlen, "%s: unknown key '%.*s'",
-					 ops->name, (int)(eq - s), s);
+			int o = snprintf(err, errlen, "%s: unknown key '%.*s'", ops->name,
+					 (int)(eq - s), s);
 
-			for (d = ops->params; d && d->key && o >= 0 &&
-			     (size_t)o < errlen; d++)
+			for (d = ops->params; d && d->key && o >= 0 && (size_t)o < errlen; d++)
 				o += snprintf(err + o, errlen - o, "%s%s",
-					      d == ops->params ? " (keys:" : "",
-					      d->key);
-			if (ops->params && ops->params->key && o >= 0 &&
-			    (size_t)o < errlen)
+					      d == ops->params ? " (keys:" : "", d->key);
+			if (ops->params && ops->params->key && o >= 0 && (size_t)o < errlen)
 				snprintf(err + o, errlen - o, ")");
 			else if (o >= 0 && (size_t)o < errlen)
 				snprintf(err + o, errlen - o, " (it takes none)");
 			return -EINVAL;
 		}
 		if (seen & (1u << idx)) {
-			snprintf(err, errlen, "%s: key '%s' given twice",
-				 ops->name, d->key);
+			snprintf(err, errlen, "%s: key '%s' given twice", ops->name, d->key);
 			return -EINVAL;
 		}
 		seen |= 1u << idx;
@@ -324,8 +309,7 @@ int gw_codec_parse(const char *spec, struct gw_codec *c, char *err,
 	}
 }
 
-int gw_codec_list_parse(const char *list, struct gw_codec *out, int max,
-			char *err, size_t errlen)
+int gw_codec_list_parse(const char *list, struct gw_codec *out, int max, char *err, size_t errlen)
 {
 	char spec[256];
 	const char *s = list;

@@ -42,18 +42,18 @@
 #include <math.h>
 #include "topk.h"
 
-#define SAMPLE 16384u		/* keys sampled to guess the threshold */
-#define SMALL 65536u		/* at or below: every finite value is a candidate */
-#define CHUNK (UINT64_C(1) << 32)	/* candidate indices are u32 per chunk */
+#define SAMPLE 16384u		  /* keys sampled to guess the threshold */
+#define SMALL 65536u		  /* at or below: every finite value is a candidate */
+#define CHUNK (UINT64_C(1) << 32) /* candidate indices are u32 per chunk */
 #define MAX_CHUNKS (GW_MAX_ELEMS / CHUNK)
-#define PREFETCH 32		/* scattered accesses requested this far ahead */
+#define PREFETCH 32 /* scattered accesses requested this far ahead */
 
 struct plan {
-	uint64_t k0;	/* k before the finite clamp */
-	uint64_t cap;	/* candidates scratch holds (plus GW_TOPK_PAD) */
-	uint64_t rank;	/* rank of the threshold within the sample */
-	uint32_t iw;	/* index width on the wire */
-	int all;	/* no sampling: tlow = 0 */
+	uint64_t k0;   /* k before the finite clamp */
+	uint64_t cap;  /* candidates scratch holds (plus GW_TOPK_PAD) */
+	uint64_t rank; /* rank of the threshold within the sample */
+	uint32_t iw;   /* index width on the wire */
+	int all;       /* no sampling: tlow = 0 */
 };
 
 static int plan_make(const struct gw_codec *c, uint64_t n, struct plan *p)
@@ -176,10 +176,9 @@ static void sel_step(const float *v, uint64_t m, struct sel *s)
 
 /* ---- the generic pass ---------------------------------------------------- */
 
-uint64_t gw_topk_collect_generic(const float *x, const float *res, float *res_out,
-				 uint64_t len, uint64_t base, uint32_t tlow,
-				 uint32_t *cidx, float *cval, uint64_t room,
-				 int *overflow, struct gw_topk_nf *nf)
+uint64_t gw_topk_collect_generic(const float *x, const float *res, float *res_out, uint64_t len,
+				 uint64_t base, uint32_t tlow, uint32_t *cidx, float *cval,
+				 uint64_t room, int *overflow, struct gw_topk_nf *nf)
 {
 	uint64_t m = 0;
 
@@ -212,14 +211,13 @@ struct cands {
 	uint32_t *idx;
 	float *val;
 	uint64_t m;
-	uint64_t start[MAX_CHUNKS + 1];	/* first candidate of each chunk */
+	uint64_t start[MAX_CHUNKS + 1]; /* first candidate of each chunk */
 	int overflow;
 };
 
 /* Run a pass over all n values in chunks of 2^32. */
-static void pass(gw_topk_collect_fn collect, const float *x, const float *res,
-		 float *res_out, uint64_t n, uint32_t tlow, uint64_t cap,
-		 struct cands *cd, struct gw_topk_nf *nf)
+static void pass(gw_topk_collect_fn collect, const float *x, const float *res, float *res_out,
+		 uint64_t n, uint32_t tlow, uint64_t cap, struct cands *cd, struct gw_topk_nf *nf)
 {
 	uint64_t c = 0;
 
@@ -229,17 +227,16 @@ static void pass(gw_topk_collect_fn collect, const float *x, const float *res,
 		uint64_t len = n - base < CHUNK ? n - base : CHUNK;
 
 		cd->start[c] = cd->m;
-		cd->m += collect(x + base, res ? res + base : NULL,
-				 res_out ? res_out + base : NULL, len, base, tlow,
-				 cd->idx + cd->m, cd->val + cd->m,
+		cd->m += collect(x + base, res ? res + base : NULL, res_out ? res_out + base : NULL,
+				 len, base, tlow, cd->idx + cd->m, cd->val + cd->m,
 				 cd->m < cap ? cap - cd->m : 0, &cd->overflow, nf);
 	}
 	cd->start[c] = cd->m;
 }
 
 /* Threshold from a strided sample of y; 0 (take everything) if in doubt. */
-static uint32_t sample_threshold(const float *x, const float *res, uint64_t n,
-				 const struct plan *p, float *samp)
+static uint32_t sample_threshold(const float *x, const float *res, uint64_t n, const struct plan *p,
+				 float *samp)
 {
 	uint64_t stride = n / SAMPLE, m = 0;
 	struct sel s;
@@ -301,8 +298,8 @@ static void emit_cands(struct out *o, const struct cands *cd, uint32_t t, uint64
 			/* The residual writes hit scattered cache lines that no
 			 * hardware prefetcher predicts: ask for them early. */
 			if (o->res_out && j + PREFETCH < cd->start[c + 1])
-				__builtin_prefetch(o->res_out + (c << 32) +
-						   cd->idx[j + PREFETCH], 1);
+				__builtin_prefetch(o->res_out + (c << 32) + cd->idx[j + PREFETCH],
+						   1);
 			if (key > t || (key == t && take && take--))
 				emit(o, (c << 32) + cd->idx[j], cd->val[j]);
 			else if (o->restore)
@@ -326,8 +323,8 @@ static void select_cands(struct out *o, const struct cands *cd, uint64_t k)
  * The sample misjudged: select over all n values of yv. Stop refining as
  * soon as the keys at or above the current bin fit in the candidate scratch.
  */
-static void select_all(struct out *o, gw_topk_collect_fn collect, const float *yv,
-		       uint64_t n, uint64_t k, const struct plan *p, struct cands *cd)
+static void select_all(struct out *o, gw_topk_collect_fn collect, const float *yv, uint64_t n,
+		       uint64_t k, const struct plan *p, struct cands *cd)
 {
 	struct gw_topk_nf dummy = { 0 };
 	uint64_t take;
@@ -340,8 +337,7 @@ static void select_all(struct out *o, gw_topk_collect_fn collect, const float *y
 	while (s.level < 3) {
 		sel_step(yv, n, &s);
 		if (s.ge <= p->cap) {
-			pass(collect, yv, NULL, NULL, n, sel_floor(&s), p->cap, cd,
-			     &dummy);
+			pass(collect, yv, NULL, NULL, n, sel_floor(&s), p->cap, cd, &dummy);
 			select_cands(o, cd, k);
 			return;
 		}
@@ -365,9 +361,9 @@ static uint64_t count_finite(const float *x, const float *res, uint64_t n)
 	return f;
 }
 
-ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x,
-		       const float *res, float *res_out, uint64_t n, void *out,
-		       size_t cap, struct gw_enc_info *info, gw_topk_collect_fn collect)
+ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x, const float *res,
+		       float *res_out, uint64_t n, void *out, size_t cap, struct gw_enc_info *info,
+		       gw_topk_collect_fn collect)
 {
 	struct gw_topk_nf nf = { 0 };
 	const float *yv = res_out ? res_out : x;
@@ -394,8 +390,7 @@ ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x,
 	}
 	cd.idx = scratch;
 	cd.val = (float *)(cd.idx + p.cap + GW_TOPK_PAD);
-	tlow = p.all ? 0 : sample_threshold(x, res, n, &p,
-					    cd.val + p.cap + GW_TOPK_PAD);
+	tlow = p.all ? 0 : sample_threshold(x, res, n, &p, cd.val + p.cap + GW_TOPK_PAD);
 	pass(collect, x, res, res_out, n, tlow, p.cap, &cd, &nf);
 
 	k = n - nf.count < p.k0 ? n - nf.count : p.k0;
@@ -482,9 +477,9 @@ int gw_topk_decode_add(const void *in, size_t len, uint64_t n, float *acc)
 	return decode(in, len, n, acc, 1);
 }
 
-static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap, struct gw_enc_info *info)
+static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
+			   struct gw_enc_info *info)
 {
 	(void)state;
 	return gw_topk_encode(c, scratch, x, res, res_out, n, out, cap, info,
@@ -492,7 +487,7 @@ static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch,
 }
 
 const struct gw_codec_ops gw_topk_generic = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "topk",
 	.impl = "topk-generic",
 	.id = GW_CODEC_TOPK,

@@ -51,21 +51,20 @@ static inline void gw_topk_nf_mask(struct gw_topk_nf *nf, uint64_t pos, uint32_t
  * Return: the number of candidates kept.
  */
 typedef uint64_t (*gw_topk_collect_fn)(const float *x, const float *res, float *res_out,
-				       uint64_t len, uint64_t base, uint32_t tlow,
-				       uint32_t *cidx, float *cval, uint64_t room,
-				       int *overflow, struct gw_topk_nf *nf);
+				       uint64_t len, uint64_t base, uint32_t tlow, uint32_t *cidx,
+				       float *cval, uint64_t room, int *overflow,
+				       struct gw_topk_nf *nf);
 
 /* The generic filter pass (topk.c): the reference, and the SIMD tails. */
-uint64_t gw_topk_collect_generic(const float *x, const float *res, float *res_out,
-				 uint64_t len, uint64_t base, uint32_t tlow,
-				 uint32_t *cidx, float *cval, uint64_t room,
-				 int *overflow, struct gw_topk_nf *nf);
+uint64_t gw_topk_collect_generic(const float *x, const float *res, float *res_out, uint64_t len,
+				 uint64_t base, uint32_t tlow, uint32_t *cidx, float *cval,
+				 uint64_t room, int *overflow, struct gw_topk_nf *nf);
 
 size_t gw_topk_bound(const struct gw_codec *c, uint64_t n);
 size_t gw_topk_scratch_size(const struct gw_codec *c, uint64_t n);
-ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x,
-		       const float *res, float *res_out, uint64_t n, void *out,
-		       size_t cap, struct gw_enc_info *info, gw_topk_collect_fn collect);
+ssize_t gw_topk_encode(const struct gw_codec *c, void *scratch, const float *x, const float *res,
+		       float *res_out, uint64_t n, void *out, size_t cap, struct gw_enc_info *info,
+		       gw_topk_collect_fn collect);
 int gw_topk_decode(const void *in, size_t len, uint64_t n, float *y);
 int gw_topk_decode_add(const void *in, size_t len, uint64_t n, float *acc);
 

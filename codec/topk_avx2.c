@@ -23,10 +23,9 @@ static inline __m256i compress_idx(uint32_t mask)
 	return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)lanes));
 }
 
-static inline uint64_t body(const float *x, const float *res, float *res_out,
-			    uint64_t len, uint64_t base, uint32_t tlow,
-			    uint32_t *cidx, float *cval, uint64_t room,
-			    int *overflow, struct gw_topk_nf *nf, const int ef)
+static inline uint64_t body(const float *x, const float *res, float *res_out, uint64_t len,
+			    uint64_t base, uint32_t tlow, uint32_t *cidx, float *cval,
+			    uint64_t room, int *overflow, struct gw_topk_nf *nf, const int ef)
 {
 	const __m256i abs = _mm256_set1_epi32((int)GW_TOPK_ABS);
 	const __m256i big = _mm256_set1_epi32((int)(GW_TOPK_INF - 1));
@@ -64,13 +63,12 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 			_mm256_storeu_ps(res_out + i, _mm256_andnot_ps(_mm256_castsi256_ps(cv), y));
 		iv = _mm256_add_epi32(iv, step);
 	}
-	if (i < len) {	/* the last few values: the generic pass, shifted by i */
+	if (i < len) { /* the last few values: the generic pass, shifted by i */
 		/* Whole-vector stores may leave m up to 7 past room (the
 		 * scratch has slack for that): then the tail has no room. */
-		uint64_t got = gw_topk_collect_generic(x + i, ef ? res + i : NULL,
-						       ef ? res_out + i : NULL, len - i,
-						       base + i, tlow, cidx + m, cval + m,
-						       room > m ? room - m : 0, overflow, nf);
+		uint64_t got = gw_topk_collect_generic(
+			x + i, ef ? res + i : NULL, ef ? res_out + i : NULL, len - i, base + i,
+			tlow, cidx + m, cval + m, room > m ? room - m : 0, overflow, nf);
 
 		for (uint64_t k = m; k < m + got; k++)
 			cidx[k] += (uint32_t)i;
@@ -79,21 +77,18 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 	return m;
 }
 
-static uint64_t collect(const float *x, const float *res, float *res_out,
-			uint64_t len, uint64_t base, uint32_t tlow,
-			uint32_t *cidx, float *cval, uint64_t room,
+static uint64_t collect(const float *x, const float *res, float *res_out, uint64_t len,
+			uint64_t base, uint32_t tlow, uint32_t *cidx, float *cval, uint64_t room,
 			int *overflow, struct gw_topk_nf *nf)
 {
 	if (res)
-		return body(x, res, res_out, len, base, tlow, cidx, cval, room,
-			    overflow, nf, 1);
-	return body(x, res, res_out, len, base, tlow, cidx, cval, room,
-		    overflow, nf, 0);
+		return body(x, res, res_out, len, base, tlow, cidx, cval, room, overflow, nf, 1);
+	return body(x, res, res_out, len, base, tlow, cidx, cval, room, overflow, nf, 0);
 }
 
-static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap, struct gw_enc_info *info)
+static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
+			   struct gw_enc_info *info)
 {
 	(void)state;
 	return gw_topk_encode(c, scratch, x, res, res_out, n, out, cap, info, collect);
@@ -105,7 +100,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_topk_avx2 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "topk",
 	.impl = "topk-avx2",
 	.id = GW_CODEC_TOPK,

@@ -16,17 +16,15 @@
 #include <immintrin.h>
 #include "topk.h"
 
-static inline uint64_t body(const float *x, const float *res, float *res_out,
-			    uint64_t len, uint64_t base, uint32_t tlow,
-			    uint32_t *cidx, float *cval, uint64_t room,
-			    int *overflow, struct gw_topk_nf *nf, const int ef)
+static inline uint64_t body(const float *x, const float *res, float *res_out, uint64_t len,
+			    uint64_t base, uint32_t tlow, uint32_t *cidx, float *cval,
+			    uint64_t room, int *overflow, struct gw_topk_nf *nf, const int ef)
 {
 	const __m512i abs = _mm512_set1_epi32((int)GW_TOPK_ABS);
 	const __m512i inf = _mm512_set1_epi32((int)GW_TOPK_INF);
 	const __m512i lo = _mm512_set1_epi32((int)tlow);
 	const __m512i step = _mm512_set1_epi32(16);
-	__m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-				       13, 14, 15);
+	__m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	uint64_t m = 0, i = 0;
 
 	for (;; i += 16) {
@@ -69,21 +67,18 @@ static inline uint64_t body(const float *x, const float *res, float *res_out,
 	return m;
 }
 
-static uint64_t collect(const float *x, const float *res, float *res_out,
-			uint64_t len, uint64_t base, uint32_t tlow,
-			uint32_t *cidx, float *cval, uint64_t room,
+static uint64_t collect(const float *x, const float *res, float *res_out, uint64_t len,
+			uint64_t base, uint32_t tlow, uint32_t *cidx, float *cval, uint64_t room,
 			int *overflow, struct gw_topk_nf *nf)
 {
 	if (res)
-		return body(x, res, res_out, len, base, tlow, cidx, cval, room,
-			    overflow, nf, 1);
-	return body(x, res, res_out, len, base, tlow, cidx, cval, room,
-		    overflow, nf, 0);
+		return body(x, res, res_out, len, base, tlow, cidx, cval, room, overflow, nf, 1);
+	return body(x, res, res_out, len, base, tlow, cidx, cval, room, overflow, nf, 0);
 }
 
-static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch,
-			   const float *x, const float *res, float *res_out,
-			   uint64_t n, void *out, size_t cap, struct gw_enc_info *info)
+static ssize_t topk_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
+			   struct gw_enc_info *info)
 {
 	(void)state;
 	return gw_topk_encode(c, scratch, x, res, res_out, n, out, cap, info, collect);
@@ -95,7 +90,7 @@ static bool probe(void)
 }
 
 const struct gw_codec_ops gw_topk_avx512 = {
-	GW_OPS_SIZE,
+	.size = sizeof(struct gw_codec_ops),
 	.name = "topk",
 	.impl = "topk-avx512",
 	.id = GW_CODEC_TOPK,

@@ -11,7 +11,7 @@
 
 void gw_log(int max, int level, int rank, const char *fmt, ...)
 {
-	static const char *const names[] = {"error", "warn", "info", "debug"};
+	static const char *const names[] = { "error", "warn", "info", "debug" };
 	char line[1024];
 	va_list ap;
 	int n;

@@ -18,6 +18,6 @@ enum gw_log_level {
  * @rank: the rank the line is about (-1: not known yet).
  */
 void gw_log(int max, int level, int rank, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+	__attribute__((format(printf, 4, 5)));
 
 #endif

@@ -80,15 +80,17 @@ int coll_fail(struct gw_coll *c, int rc, const char *what, int step)
 	if (!c->err) {
 		c->err = rc;
 		if (peer >= 0)
-			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s "
-				 "(%s rank %d)", what, step, gw_strerror(rc),
+			snprintf(c->errmsg, sizeof(c->errmsg),
+				 "%s step %d failed: %s "
+				 "(%s rank %d)",
+				 what, step, gw_strerror(rc),
 				 receiving ? "receiving from" : "sending to", peer);
 		else
-			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s",
-				 what, step, gw_strerror(rc));
+			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s", what, step,
+				 gw_strerror(rc));
 	}
-	gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank,
-	       "%s step %d failed: %s", what, step, gw_strerror(rc));
+	gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s step %d failed: %s", what, step,
+	       gw_strerror(rc));
 	return rc;
 }
 
@@ -103,8 +105,8 @@ const char *gw_coll_error(const struct gw_coll *c)
  * The receive is posted first; a request that was posted is always waited,
  * so nothing stays in flight when we return.
  */
-int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf,
-		    int from, void *rbuf, size_t len)
+int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf, int from,
+		    void *rbuf, size_t len)
 {
 	struct gw_ctx_req r[2];
 	size_t k = 0;
@@ -133,8 +135,8 @@ int gw_coll_barrier(struct gw_coll *c)
 	/* Round k: tell rank + 2^k, hear from rank - 2^k. */
 	for (int d = 1; d < c->size; d <<= 1, round++) {
 		rc = coll_bytes_step(c, slot_of(ID_BARRIER, (uint32_t)round),
-				     mod(c->rank + d, c->size), NULL,
-				     mod(c->rank - d, c->size), NULL, 0);
+				     mod(c->rank + d, c->size), NULL, mod(c->rank - d, c->size),
+				     NULL, 0);
 		if (rc)
 			return coll_fail(c, rc, "barrier", round);
 	}
@@ -158,8 +160,8 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 	vr = mod(c->rank - root, c->size);
 	for (; mask < c->size; mask <<= 1) {
 		if (vr & mask) {
-			rc = coll_bytes_step(c, slot, -1, NULL,
-					     mod(vr - mask + root, c->size), buf, bytes);
+			rc = coll_bytes_step(c, slot, -1, NULL, mod(vr - mask + root, c->size), buf,
+					     bytes);
 			if (rc)
 				return coll_fail(c, rc, "broadcast", 0);
 			break;
@@ -169,8 +171,8 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 	for (mask >>= 1; mask > 0; mask >>= 1) {
 		if (vr + mask >= c->size)
 			continue;
-		rc = gw_ctx_isend_bytes(c->ctx, mod(vr + mask + root, c->size), slot,
-					buf, bytes, &r[k]);
+		rc = gw_ctx_isend_bytes(c->ctx, mod(vr + mask + root, c->size), slot, buf, bytes,
+					&r[k]);
 		if (rc)
 			break;
 		k++;
@@ -180,8 +182,7 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 	return rc ? coll_fail(c, rc, "broadcast", 1) : 0;
 }
 
-int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
-		      size_t bytes_per_rank)
+int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv, size_t bytes_per_rank)
 {
 	uint8_t *out = recv;
 	uint32_t slot = slot_of(ID_ALLGATHER, 0);
@@ -229,9 +230,9 @@ _Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes"
 
 static int tensor_name(char *s, size_t len, uint64_t key)
 {
-	return key & KEY_ID ? snprintf(s, len, "tensor id %llu",
-				       (unsigned long long)(key & ~KEY_ID))
-			    : snprintf(s, len, "a tensor without id");
+	return key & KEY_ID
+		       ? snprintf(s, len, "tensor id %llu", (unsigned long long)(key & ~KEY_ID))
+		       : snprintf(s, len, "a tensor without id");
 }
 
 /* Why rank ra's call a and rank rb's call b cannot be one allreduce. */
@@ -243,26 +244,32 @@ static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 	tensor_name(ta, sizeof(ta), a->key);
 	tensor_name(tb, sizeof(tb), b->key);
 	if (a->key != b->key && ((a->key | b->key) & KEY_ID))
-		snprintf(m, len, "allreduce #%u: rank %d reduces %s (%llu values), "
+		snprintf(m, len,
+			 "allreduce #%u: rank %d reduces %s (%llu values), "
 			 "rank %d %s (%llu values): the ranks call allreduce on "
-			 "different tensors or in different orders", a->call, ra, ta,
-			 (unsigned long long)a->n, rb, tb, (unsigned long long)b->n);
+			 "different tensors or in different orders",
+			 a->call, ra, ta, (unsigned long long)a->n, rb, tb,
+			 (unsigned long long)b->n);
 	else if (a->n != b->n)
-		snprintf(m, len, "allreduce #%u of %s: rank %d passes %llu values, "
-			 "rank %d passes %llu", a->call, ta, ra,
-			 (unsigned long long)a->n, rb, (unsigned long long)b->n);
+		snprintf(m, len,
+			 "allreduce #%u of %s: rank %d passes %llu values, "
+			 "rank %d passes %llu",
+			 a->call, ta, ra, (unsigned long long)a->n, rb, (unsigned long long)b->n);
 	else if (a->call != b->call)
-		snprintf(m, len, "allreduce of %s: rank %d is at call #%u, rank %d "
-			 "at #%u (a rank skipped or repeated an allreduce)", ta, ra,
-			 a->call, rb, b->call);
+		snprintf(m, len,
+			 "allreduce of %s: rank %d is at call #%u, rank %d "
+			 "at #%u (a rank skipped or repeated an allreduce)",
+			 ta, ra, a->call, rb, b->call);
 	else if (a->op != b->op)
-		snprintf(m, len, "allreduce #%u of %s: rank %d asks for %s, rank %d "
-			 "for %s", a->call, ta, ra, a->op ? "avg" : "sum", rb,
-			 b->op ? "avg" : "sum");
+		snprintf(m, len,
+			 "allreduce #%u of %s: rank %d asks for %s, rank %d "
+			 "for %s",
+			 a->call, ta, ra, a->op ? "avg" : "sum", rb, b->op ? "avg" : "sum");
 	else
-		snprintf(m, len, "allreduce #%u of %s: rank %d %s lossy compression "
-			 "(GRADWIRE_LOSSY), rank %d %s", a->call, ta, ra,
-			 a->lossy ? "allows" : "does not allow", rb,
+		snprintf(m, len,
+			 "allreduce #%u of %s: rank %d %s lossy compression "
+			 "(GRADWIRE_LOSSY), rank %d %s",
+			 a->call, ta, ra, a->lossy ? "allows" : "does not allow", rb,
 			 b->lossy ? "does" : "does not");
 }
 
@@ -273,8 +280,7 @@ static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
  * Return: 0, -EINVAL (a difference: c->errmsg says which), or the
  * transport's error.
  */
-int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n,
-		    enum gw_coll_op op, unsigned lossy)
+int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op, unsigned lossy)
 {
 	struct call_desc *d;
 	int have = 1, round = 0, rc, r0;
@@ -285,26 +291,25 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n,
 			return -ENOMEM;
 	}
 	d = c->descs;
-	d[0] = (struct call_desc){ .key = key, .n = n, .call = c->calls++,
-				   .op = (uint8_t)op, .lossy = lossy != 0 };
+	d[0] = (struct call_desc){
+		.key = key, .n = n, .call = c->calls++, .op = (uint8_t)op, .lossy = lossy != 0
+	};
 	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
 		int cnt = dist < c->size - dist ? dist : c->size - dist;
 
 		rc = coll_bytes_step(c, slot_of(ID_CALL, (uint32_t)round),
-				     mod(c->rank + dist, c->size), d,
-				     mod(c->rank - dist, c->size), d + dist,
-				     (size_t)cnt * sizeof(*d));
+				     mod(c->rank + dist, c->size), d, mod(c->rank - dist, c->size),
+				     d + dist, (size_t)cnt * sizeof(*d));
 		if (rc)
 			return coll_fail(c, rc, "allreduce (call check)", round);
 		have += cnt;
 	}
-	r0 = c->rank;	/* descs[r0] is rank 0's */
+	r0 = c->rank; /* descs[r0] is rank 0's */
 	for (int i = 0; i < c->size; i++) {
 		const struct call_desc *x = &d[mod(r0 - i, c->size)];
 
-		if (i && (x->key != d[r0].key || x->n != d[r0].n ||
-			  x->op != d[r0].op || x->lossy != d[r0].lossy ||
-			  x->call != d[r0].call)) {
+		if (i && (x->key != d[r0].key || x->n != d[r0].n || x->op != d[r0].op ||
+			  x->lossy != d[r0].lossy || x->call != d[r0].call)) {
 			call_diff(c->errmsg, sizeof(c->errmsg), &d[r0], 0, x, i);
 			c->err = -EINVAL;
 			gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s", c->errmsg);

@@ -68,8 +68,7 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes);
  * gw_coll_allgather() - recv[r * bytes_per_rank ...] = rank r's send (ring,
  * exact). send may be recv + rank * bytes_per_rank (in place).
  */
-int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
-		      size_t bytes_per_rank);
+int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv, size_t bytes_per_rank);
 
 /**
  * gw_coll_allreduce() - ring allreduce of buf[0..n) in place.
@@ -84,13 +83,13 @@ int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv,
  *      (coll_lowrank.h: exact sums of the factors P and Q).
  * Return: 0 or -errno (the context's; -ETIMEDOUT when a peer died).
  */
-int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
-		      enum gw_coll_op op, unsigned flags);
+int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,
+		      unsigned flags);
 
 /** gw_coll_allreduce_id() - gw_coll_allreduce() of the tensor called id
  * (the same id on every rank): its error feedback is its own. Ids
  * 0xfffffff0 and up are reserved (PowerSGD's factors). */
-int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
-			 uint64_t n, enum gw_coll_op op, unsigned flags);
+int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, enum gw_coll_op op,
+			 unsigned flags);
 
 #endif

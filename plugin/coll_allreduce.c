@@ -36,8 +36,7 @@ struct first_lossy {
 _Static_assert(sizeof(struct first_lossy) == 144, "the first lossy call's statement is 144 bytes");
 
 /* What this rank states; *lowrank: its connections' PowerSGD codec. */
-static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m,
-			     struct gw_codec *lowrank)
+static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw_codec *lowrank)
 {
 	enum { PROBE = 1 << 20 };
 	const struct gw_codec *k = gw_ctx_codec(c->ctx, mod(c->rank + 1, c->size));
@@ -53,7 +52,7 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m,
 		const struct gw_codec *cd = gw_ctx_codec(c->ctx, p);
 		char spec[SPEC_MAX] = "";
 
-		if (!cd)	/* our own rank */
+		if (!cd) /* our own rank */
 			continue;
 		if (cd->ops->id != GW_CODEC_POWERSGD ||
 		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
@@ -99,28 +98,27 @@ static int agree(struct gw_coll *c)
 	return rc;
 }
 
-static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
-		     enum gw_coll_op op, unsigned flags)
+static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, enum gw_coll_op op,
+		     unsigned flags)
 {
 	int size = c->size, rc;
 	unsigned lossy = flags & GW_CTX_LOSSY;
 
 	if (c->err)
 		return c->err;
-	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) ||
-	    (n && !buf))
+	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) || (n && !buf))
 		return -EINVAL;
 	if (size > 1) {
 		rc = coll_check_call(c, key, n, op, lossy);
 		if (rc)
 			return rc;
 	}
-	if (lossy && size > 1 && n) {	/* PowerSGD's own scheme, if agreed */
+	if (lossy && size > 1 && n) { /* PowerSGD's own scheme, if agreed */
 		rc = agree(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the first lossy call's agreement)", 0);
-		rc = gw_coll_lowrank_allreduce(c, &c->lr,
-					       slot_of(coll_stream_of(c, key), 0), buf, n);
+		rc = gw_coll_lowrank_allreduce(c, &c->lr, slot_of(coll_stream_of(c, key), 0), buf,
+					       n);
 		if (rc < 0)
 			return coll_fail(c, rc, "allreduce (low rank)", 0);
 		if (rc == 0)
@@ -130,7 +128,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	}
 	if (size == 1 || !n)
 		goto avg;
-	if (lossy && !c->lossy_links)	/* no link compresses */
+	if (lossy && !c->lossy_links) /* no link compresses */
 		lossy = 0;
 	rc = coll_ring_allreduce(c, key, buf, n, lossy);
 	if (rc)
@@ -142,14 +140,13 @@ avg:
 	return 0;
 }
 
-int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n,
-		      enum gw_coll_op op, unsigned flags)
+int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op, unsigned flags)
 {
 	return allreduce(c, n & ~KEY_ID, buf, n, op, flags);
 }
 
-int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf,
-			 uint64_t n, enum gw_coll_op op, unsigned flags)
+int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, enum gw_coll_op op,
+			 unsigned flags)
 {
 	return allreduce(c, KEY_ID | id, buf, n, op, flags);
 }

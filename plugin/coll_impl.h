@@ -18,38 +18,38 @@
 #define ID_ALLREDUCE 3u
 #define ID_CALL (ID_ALLREDUCE + GW_COLL_STREAMS)
 
-_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS)
-		       <= (uint64_t)GW_TP_SLOT_MAX + 1,
+_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS) <=
+		       (uint64_t)GW_TP_SLOT_MAX + 1,
 	       "every allreduce stream's slots and the call check's fit below GW_TP_SLOT_MAX");
 
 struct gw_coll {
 	struct gw_ctx *ctx;
 	int rank, size;
-	int err;			/* first failure; every later call returns it */
-	char errmsg[320];		/* what it was, when there is more to say */
-	uint32_t calls;			/* allreduces so far (the call check) */
-	uint64_t staged;		/* values of lossy sends in flight (ring_run) */
-	struct call_desc *descs;	/* the call check's, one per rank */
-	uint64_t stream_key[GW_COLL_STREAMS];	/* the tensor of each stream */
+	int err;			      /* first failure; every later call returns it */
+	char errmsg[320];		      /* what it was, when there is more to say */
+	uint32_t calls;			      /* allreduces so far (the call check) */
+	uint64_t staged;		      /* values of lossy sends in flight (ring_run) */
+	struct call_desc *descs;	      /* the call check's, one per rank */
+	uint64_t stream_key[GW_COLL_STREAMS]; /* the tensor of each stream */
 	unsigned nstreams;
-	uint64_t seg_bytes;		/* allreduce segment on the wire (0: whole chunks) */
+	uint64_t seg_bytes; /* allreduce segment on the wire (0: whole chunks) */
 	/* What the first lossy allreduce agreed on (coll_allreduce.c): */
-	bool agreed;			/* the agreement ran, and found: */
-	bool lossy_links;		/* some rank's link to its next compresses */
-	double wire_bpv;		/* the most wire bytes per value of any rank's
-					 * link to its next (4 for one that does not) */
-	bool lowrank;			/* every connection of every rank negotiated
-					 * powersgd with the same parameters, */
-	struct gw_codec lowrank_codec;	/* these */
-	float *scratch;			/* the owner's segment as the next rank decodes it */
-	size_t scratch_cap;		/* bytes, as req_cap (gw_grow()) */
-	struct gw_ctx_req *req;		/* allreduce: receives, then sends, per unit */
+	bool agreed;		       /* the agreement ran, and found: */
+	bool lossy_links;	       /* some rank's link to its next compresses */
+	double wire_bpv;	       /* the most wire bytes per value of any rank's
+					* link to its next (4 for one that does not) */
+	bool lowrank;		       /* every connection of every rank negotiated
+					* powersgd with the same parameters, */
+	struct gw_codec lowrank_codec; /* these */
+	float *scratch;		       /* the owner's segment as the next rank decodes it */
+	size_t scratch_cap;	       /* bytes, as req_cap (gw_grow()) */
+	struct gw_ctx_req *req;	       /* allreduce: receives, then sends, per unit */
 	size_t req_cap;
-	struct gw_lowrank *lr;		/* PowerSGD's allreduce (coll_lowrank.c) */
+	struct gw_lowrank *lr; /* PowerSGD's allreduce (coll_lowrank.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
-#define OFF(k) ((uint64_t)(k) * q + ((uint64_t)(k) < rem ? (uint64_t)(k) : rem))
+#define OFF(k) ((uint64_t)(k)*q + ((uint64_t)(k) < rem ? (uint64_t)(k) : rem))
 #define CNT(k) (q + ((uint64_t)(k) < rem))
 
 static inline uint32_t slot_of(uint32_t ident, uint32_t step)
@@ -71,19 +71,18 @@ static inline int mod(int a, int m)
 int coll_fail(struct gw_coll *c, int rc, const char *what, int step);
 /* One step of byte messages on slot: receive len bytes from `from` (>= 0)
  * into rbuf and send len bytes of sbuf to `to` (>= 0); both are waited. */
-int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf,
-		    int from, void *rbuf, size_t len);
+int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf, int from,
+		    void *rbuf, size_t len);
 uint32_t coll_stream_of(struct gw_coll *c, uint64_t key);
 /* The call check of an allreduce (coll.c's opening comment). Return: 0,
  * -EINVAL (the ranks disagree: c->errmsg says how), or the transport's error. */
-int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n,
-		    enum gw_coll_op op, unsigned lossy);
+int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op,
+		    unsigned lossy);
 
 /* coll_ring.c */
 /* The ring allreduce (sum) of buf[0..n) of the tensor key, on more than one
  * rank and n > 0, after its call check; lossy: GW_CTX_LOSSY (only once
  * c->agreed) or 0. */
-int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf,
-			uint64_t n, unsigned lossy);
+int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
 
 #endif

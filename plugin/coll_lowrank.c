@@ -21,11 +21,10 @@
  * all its connections negotiated powersgd with identical parameters, in the
  * one exact allgather of that call (coll_allreduce.c), which makes the
  * decision unanimous: PowerSGD for every lossy allreduce of this gw_coll,
- * or never (the ring with the per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when it
- * is below min_compress_bytes, when low rank does not save min_factor,
- * during the first `warmup` steps of its stream (with its residual added),
- * and in a step where any rank's M holds NaN/Inf or a value beyond 2^60:
- * a flag appended to P's allreduce lets all ranks see it together; the
+ * or never (the ring with the per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when
+ * it is below min_compress_bytes, when low rank does not save min_factor, during the first `warmup`
+ * steps of its stream (with its residual added), and in a step where any rank's M holds NaN/Inf or
+ * a value beyond 2^60: a flag appended to P's allreduce lets all ranks see it together; the
  * residuals are then dropped and Q kept.
  *
  * State: (own rank, slot) entries of the context's residual store hold e_r
@@ -43,7 +42,7 @@
 #define RANGE_MAX 0x1p60f
 
 struct gw_lowrank {
-	float *p, *q, *qn;	/* rows * r + 1, cols * r, cols * r */
+	float *p, *q, *qn; /* rows * r + 1, cols * r, cols * r */
 	double *work;
 	size_t p_cap, q_cap, qn_cap, work_cap;
 };
@@ -80,8 +79,7 @@ static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
 	size_t q = (size_t)v->cols * v->rank * sizeof(float);
 	int rc;
 
-	rc = gw_grow((void **)&lr->p, &lr->p_cap,
-		     ((size_t)v->rows * v->rank + 1) * sizeof(float));
+	rc = gw_grow((void **)&lr->p, &lr->p_cap, ((size_t)v->rows * v->rank + 1) * sizeof(float));
 	if (!rc)
 		rc = gw_grow((void **)&lr->q, &lr->q_cap, q);
 	if (!rc)
@@ -106,8 +104,8 @@ static int form_m(float *buf, const float *res, uint64_t n)
 	return bad != 0;
 }
 
-int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
-			      uint32_t slot, float *buf, uint64_t n)
+int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp, uint32_t slot, float *buf,
+			      uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	const struct gw_codec *codec = &c->lowrank_codec;
@@ -137,7 +135,7 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp,
 		return rc;
 	step = gw_psgd_step(e.state);
 	gw_psgd_set_step(e.state, step + 1);
-	flag = (float)form_m(buf, e.res->buf, n);	/* buf = M from here on */
+	flag = (float)form_m(buf, e.res->buf, n); /* buf = M from here on */
 	if (step < codec->p.warmup) {
 		gw_residual_reset(e.res);
 		return GW_LOWRANK_EXACT;

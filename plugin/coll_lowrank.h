@@ -11,8 +11,8 @@
 #include "coll.h"
 
 /* Return values besides 0 and -errno. */
-#define GW_LOWRANK_DECLINED 1	/* not agreed: the ring with the per-hop codec */
-#define GW_LOWRANK_EXACT 2	/* agreed, but this tensor travels exactly now */
+#define GW_LOWRANK_DECLINED 1 /* not agreed: the ring with the per-hop codec */
+#define GW_LOWRANK_EXACT 2    /* agreed, but this tensor travels exactly now */
 
 /* Allreduce ids (gw_coll_allreduce_id) reserved for the factors. */
 #define GW_COLL_ID_LOWRANK_P UINT32_C(0xfffffff0)
@@ -31,8 +31,8 @@ struct gw_lowrank;
  * GW_LOWRANK_EXACT (buf may now hold x + residual: reduce it exactly), or
  * -errno.
  */
-int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lr,
-			      uint32_t slot, float *buf, uint64_t n);
+int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lr, uint32_t slot, float *buf,
+			      uint64_t n);
 
 /** gw_lowrank_destroy() - accepts NULL. */
 void gw_lowrank_destroy(struct gw_lowrank *lr);

@@ -48,15 +48,15 @@
 
 struct ring {
 	float *buf;
-	uint64_t q, rem;	/* chunk k: OFF(k), CNT(k) */
-	uint64_t seg;		/* values per segment */
+	uint64_t q, rem; /* chunk k: OFF(k), CNT(k) */
+	uint64_t seg;	 /* values per segment */
 	uint32_t nseg, units, id;
 	unsigned lossy;
 };
 
 /* Offset and length of what unit u sends (recv = 0) or receives (1). */
-static uint64_t unit_span(const struct gw_coll *c, const struct ring *g,
-			  uint32_t u, int recv, uint64_t *off)
+static uint64_t unit_span(const struct gw_coll *c, const struct ring *g, uint32_t u, int recv,
+			  uint64_t *off)
 {
 	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)(u % g->nseg) * g->seg;
 	int k = mod(c->rank - (int)(u / g->nseg) - recv, c->size);
@@ -77,15 +77,13 @@ static unsigned recv_flags(const struct ring *g)
 	return g->lossy ? 0 : GW_CTX_ZEROCOPY;
 }
 
-static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
-		     struct gw_ctx_req *r)
+static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u, struct gw_ctx_req *r)
 {
 	uint64_t off, cnt = unit_span(c, g, u, 1, &off);
 
 	if (!cnt)
 		return 0;
-	return gw_ctx_irecv(c->ctx, mod(c->rank - 1, c->size),
-			    slot_of(g->id, u), g->buf + off, cnt,
+	return gw_ctx_irecv(c->ctx, mod(c->rank - 1, c->size), slot_of(g->id, u), g->buf + off, cnt,
 			    in_reduce_phase(c, g, u) ? GW_CTX_ADD : recv_flags(g), r);
 }
 
@@ -95,9 +93,8 @@ static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u,
  * payload it passes on is compressed. Otherwise the values travel exactly
  * (the same bits every rank holds), straight from the buffer.
  */
-static bool lossy_hop(const struct gw_coll *c, int next, uint64_t cnt,
-		      const struct gw_ctx_req *got, uint32_t u,
-		      const struct ring *g)
+static bool lossy_hop(const struct gw_coll *c, int next, uint64_t cnt, const struct gw_ctx_req *got,
+		      uint32_t u, const struct ring *g)
 {
 	struct gw_payload p;
 
@@ -127,23 +124,21 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 	if (in_reduce_phase(c, g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
 		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
 				    g->lossy | GW_CTX_ZEROCOPY, r);
-	if (u / g->nseg == (uint32_t)c->size - 1) {	/* the owner's hop */
-		rc = gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt,
-				       GW_CTX_LOSSY, c->scratch, r);
-		if (!rc)	/* encoded at post time: keep the sent bits */
+	if (u / g->nseg == (uint32_t)c->size - 1) { /* the owner's hop */
+		rc = gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_LOSSY,
+				       c->scratch, r);
+		if (!rc) /* encoded at post time: keep the sent bits */
 			memcpy(g->buf + off, c->scratch, cnt * sizeof(float));
 		return rc;
 	}
 	rc = gw_ctx_isend_fwd(c->ctx, next, slot, got, r);
-	if (rc == -EPROTO)	/* next speaks another codec */
-		rc = gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
-				  GW_CTX_ZEROCOPY, r);
+	if (rc == -EPROTO) /* next speaks another codec */
+		rc = gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_ZEROCOPY, r);
 	return rc;
 }
 
 /* Wait for r[0..n) in order while rc stays 0; abort the rest once it is not. */
-static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n,
-			 int rc)
+static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n, int rc)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		if (rc)
@@ -166,18 +161,16 @@ static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n,
  */
 static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
 {
-	gw_ctx_slot_trim(c->ctx, mod(c->rank + (recv ? -1 : 1), c->size),
-			 slot_of(g->id, u), 0);
+	gw_ctx_slot_trim(c->ctx, mod(c->rank + (recv ? -1 : 1), c->size), slot_of(g->id, u), 0);
 }
 
-static int wait_send(struct gw_coll *c, const struct ring *g,
-		     struct gw_ctx_req *sr, uint32_t u)
+static int wait_send(struct gw_coll *c, const struct ring *g, struct gw_ctx_req *sr, uint32_t u)
 {
 	int rc = gw_ctx_waitall(c->ctx, &sr[u], 1);
 
 	if (!rc)
 		trim(c, g, u, 0);
-	if (sr[u].res)	/* see STAGED_MAX */
+	if (sr[u].res) /* see STAGED_MAX */
 		c->staged -= sr[u].n;
 	sr[u].res = NULL;
 	return rc;
@@ -228,19 +221,18 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 			rwaited++;
 		}
 		if (!rc)
-			rc = post_send(c, g, u, &rr[u - (u >= g->nseg ? g->nseg : 0)],
-				       &sr[u]);
-		if (!rc && u >= g->nseg)	/* its payload went on: buffer free */
+			rc = post_send(c, g, u, &rr[u - (u >= g->nseg ? g->nseg : 0)], &sr[u]);
+		if (!rc && u >= g->nseg) /* its payload went on: buffer free */
 			trim(c, g, u - g->nseg, 1);
 		if (!rc && sr[u].res)
 			c->staged += sr[u].n;
-		while (!rc && (u + 1 - swaited > WINDOW ||
-			       (c->staged > STAGED_MAX && swaited < u)))
+		while (!rc && (u + 1 - swaited > WINDOW || (c->staged > STAGED_MAX && swaited < u)))
 			rc = wait_send(c, g, sr, swaited++);
 	}
 	if (rc) {
-		coll_fail(c, rc, in_reduce_phase(c, g, u - 1) ?
-			  "allreduce reduce-scatter" : "allreduce allgather",
+		coll_fail(c, rc,
+			  in_reduce_phase(c, g, u - 1) ? "allreduce reduce-scatter"
+						       : "allreduce allgather",
 			  (int)((u - 1) / g->nseg));
 		wait_or_abort(c, rr, g->units, rc);
 		wait_or_abort(c, sr, g->units, rc);
@@ -258,15 +250,12 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 }
 
 /* Reserve c->req for units receives and sends, c->scratch for one segment. */
-static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg,
-			unsigned lossy)
+static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg, unsigned lossy)
 {
-	int rc = gw_grow((void **)&c->req, &c->req_cap,
-			 2 * (size_t)units * sizeof(*c->req));
+	int rc = gw_grow((void **)&c->req, &c->req_cap, 2 * (size_t)units * sizeof(*c->req));
 
 	if (!rc && lossy)
-		rc = gw_grow((void **)&c->scratch, &c->scratch_cap,
-			     seg * sizeof(float));
+		rc = gw_grow((void **)&c->scratch, &c->scratch_cap, seg * sizeof(float));
 	return rc;
 }
 
@@ -292,8 +281,7 @@ static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 	return c->seg_bytes && !seg ? 1 : seg;
 }
 
-int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf,
-			uint64_t n, unsigned lossy)
+int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
 	int size = c->size, rc;
 	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg, seg;

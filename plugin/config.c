@@ -22,7 +22,7 @@ struct param {
 	enum type type;
 	size_t off;
 	long min, max;
-	const char *const *names;	/* T_ENUM */
+	const char *const *names; /* T_ENUM */
 };
 
 #define OFF(f) offsetof(struct gw_config, f)
@@ -32,64 +32,93 @@ static const char *const log_levels[] = { "error", "warn", "info", "debug", NULL
 
 static const struct param table[] = {
 	{ .info = { "GRADWIRE_PROVIDER", "string", NULL,
-	    "libfabric provider: verbs;ofi_rxm, net, tcp;ofi_rxm or shm. Unset: "
-	    "verbs;ofi_rxm, then net, then tcp;ofi_rxm" }, .type = T_STR, .off = OFF(provider) },
+		    "libfabric provider: verbs;ofi_rxm, net, tcp;ofi_rxm or shm. Unset: "
+		    "verbs;ofi_rxm, then net, then tcp;ofi_rxm" },
+	  .type = T_STR,
+	  .off = OFF(provider) },
 	{ .info = { "GRADWIRE_IFACE", "string", NULL,
-	    "libfabric domain (interface) to use, e.g. lo, eth0, mlx5_0. Unset: "
-	    "the provider's first. A named interface that does not exist is an "
-	    "error, never a fall-back" }, .type = T_STR, .off = OFF(iface) },
+		    "libfabric domain (interface) to use, e.g. lo, eth0, mlx5_0. Unset: "
+		    "the provider's first. A named interface that does not exist is an "
+		    "error, never a fall-back" },
+	  .type = T_STR,
+	  .off = OFF(iface) },
 	{ .info = { "GRADWIRE_JOB", "string", "gw",
-	    "prefix of this job's keys in the rendezvous store" }, .type = T_STR, .off = OFF(job) },
+		    "prefix of this job's keys in the rendezvous store" },
+	  .type = T_STR,
+	  .off = OFF(job) },
 	{ .info = { "GRADWIRE_TIMEOUT_MS", "integer", "30000",
-	    "deadline of every wait (connect, handshake, send, receive), in "
-	    "milliseconds; a dead peer becomes an error after it" },
-	  .type = T_INT, .off = OFF(timeout_ms), .min = 1, .max = 86400000 },
+		    "deadline of every wait (connect, handshake, send, receive), in "
+		    "milliseconds; a dead peer becomes an error after it" },
+	  .type = T_INT,
+	  .off = OFF(timeout_ms),
+	  .min = 1,
+	  .max = 86400000 },
 	{ .info = { "GRADWIRE_CODEC", "codec list", "none",
-	    "codec preference list for peers on other hosts, e.g. "
-	    "topk:ratio=0.01,int8,none (docs/codecs.md)" }, .type = T_CODECS, .off = OFF(codec) },
+		    "codec preference list for peers on other hosts, e.g. "
+		    "topk:ratio=0.01,int8,none (docs/codecs.md)" },
+	  .type = T_CODECS,
+	  .off = OFF(codec) },
 	{ .info = { "GRADWIRE_CODEC_LOCAL", "codec list", NULL,
-	    "preference list for peers on this host. Unset: GRADWIRE_CODEC" },
-	  .type = T_CODECS, .off = OFF(codec_local) },
+		    "preference list for peers on this host. Unset: GRADWIRE_CODEC" },
+	  .type = T_CODECS,
+	  .off = OFF(codec_local) },
 	{ .info = { "GRADWIRE_CODEC_FALLBACK", "boolean", "1",
-	    "when two peers share no codec: 1 sends uncompressed (none), 0 fails "
-	    "the connection" }, .type = T_BOOL, .off = OFF(codec_fallback) },
+		    "when two peers share no codec: 1 sends uncompressed (none), 0 fails "
+		    "the connection" },
+	  .type = T_BOOL,
+	  .off = OFF(codec_fallback) },
 	{ .info = { "GRADWIRE_MIN_COMPRESS_BYTES", "size", "65536",
-	    "tensors smaller than this always travel exactly" },
-	  .type = T_SIZE, .off = OFF(min_compress_bytes) },
+		    "tensors smaller than this always travel exactly" },
+	  .type = T_SIZE,
+	  .off = OFF(min_compress_bytes) },
 	{ .info = { "GRADWIRE_SEGMENT_BYTES", "size", "1M",
-	    "allreduce pipelines each ring chunk in segments of about this many "
-	    "bytes on the wire (a compressed segment holds more values), so "
-	    "encoding, the wire and decoding overlap; 0 sends whole chunks. "
-	    "Every rank must use the same value" },
-	  .type = T_SIZE, .off = OFF(segment_bytes) },
+		    "allreduce pipelines each ring chunk in segments of about this many "
+		    "bytes on the wire (a compressed segment holds more values), so "
+		    "encoding, the wire and decoding overlap; 0 sends whole chunks. "
+		    "Every rank must use the same value" },
+	  .type = T_SIZE,
+	  .off = OFF(segment_bytes) },
 	{ .info = { "GRADWIRE_MAC", "one of: off, optional, required", "off",
-	    "frame authentication: off; optional (on when both peers have a "
-	    "key); required (a peer without one fails the connection)" },
-	  .type = T_ENUM, .off = OFF(mac), .names = mac_modes },
+		    "frame authentication: off; optional (on when both peers have a "
+		    "key); required (a peer without one fails the connection)" },
+	  .type = T_ENUM,
+	  .off = OFF(mac),
+	  .names = mac_modes },
 	{ .info = { "GRADWIRE_MAC_KEY_FILE", "string", NULL,
-	    "file holding the pre-shared key (16 to 4096 bytes); it must be a "
-	    "regular file that neither group nor others can read" },
-	  .type = T_STR, .off = OFF(mac_key_file) },
+		    "file holding the pre-shared key (16 to 4096 bytes); it must be a "
+		    "regular file that neither group nor others can read" },
+	  .type = T_STR,
+	  .off = OFF(mac_key_file) },
 	{ .info = { "GRADWIRE_MAC_ALGS", "MAC list", "gmac-aes256,hmac-sha256",
-	    "MAC algorithms in order of preference" }, .type = T_ALGS, .off = OFF(mac_algs) },
+		    "MAC algorithms in order of preference" },
+	  .type = T_ALGS,
+	  .off = OFF(mac_algs) },
 	{ .info = { "GRADWIRE_FORCE_MR", "boolean", "0",
-	    "register every buffer with libfabric even when the provider does "
-	    "not ask for it (tests the path verbs needs)" }, .type = T_BOOL, .off = OFF(force_mr) },
+		    "register every buffer with libfabric even when the provider does "
+		    "not ask for it (tests the path verbs needs)" },
+	  .type = T_BOOL,
+	  .off = OFF(force_mr) },
 	{ .info = { "GRADWIRE_STATS", "boolean", "0",
-	    "print per-connection statistics at finalize" }, .type = T_BOOL, .off = OFF(stats) },
+		    "print per-connection statistics at finalize" },
+	  .type = T_BOOL,
+	  .off = OFF(stats) },
 	{ .info = { "GRADWIRE_LOG", "one of: error, warn, info, debug", "warn",
-	    "log level; info also logs this configuration with each value's "
-	    "source" }, .type = T_ENUM, .off = OFF(log), .names = log_levels },
+		    "log level; info also logs this configuration with each value's "
+		    "source" },
+	  .type = T_ENUM,
+	  .off = OFF(log),
+	  .names = log_levels },
 	{ .info = { "GRADWIRE_GLOO_COMPRESS", "boolean", "0",
-	    "Gloo device (libgradwire_gloo.so): lossy compression of allreduce "
-	    "traffic. Only 0 is accepted: Gloo's algorithms cannot keep replicas "
-	    "identical with it (docs/integration.md)" },
-	  .type = T_BOOL, .off = OFF(gloo_compress) },
+		    "Gloo device (libgradwire_gloo.so): lossy compression of allreduce "
+		    "traffic. Only 0 is accepted: Gloo's algorithms cannot keep replicas "
+		    "identical with it (docs/integration.md)" },
+	  .type = T_BOOL,
+	  .off = OFF(gloo_compress) },
 };
 #define NPARAM (sizeof(table) / sizeof(table[0]))
 
 _Static_assert(NPARAM <= sizeof(((struct gw_config *)0)->src) /
-			 sizeof(((struct gw_config *)0)->src[0]),
+				 sizeof(((struct gw_config *)0)->src[0]),
 	       "struct gw_config.src is too small");
 
 size_t gw_config_count(void)
@@ -143,8 +172,8 @@ static int parse_size(const char *v, uint64_t *out)
 }
 
 /* Parse v for p into cfg; on error a message naming the variable. */
-static int parse(const struct param *p, const char *v, struct gw_config *cfg,
-		 char *err, size_t errlen)
+static int parse(const struct param *p, const char *v, struct gw_config *cfg, char *err,
+		 size_t errlen)
 {
 	char *f = (char *)cfg + p->off, e[256] = "";
 	struct gw_codec codecs[8];
@@ -197,11 +226,10 @@ static int parse(const struct param *p, const char *v, struct gw_config *cfg,
 		goto bad;
 	}
 bad:
-	snprintf(err, errlen, "%s='%s': expected %s%s%s", p->info.name, v,
-		 p->info.type, e[0] ? ": " : "", e);
+	snprintf(err, errlen, "%s='%s': expected %s%s%s", p->info.name, v, p->info.type,
+		 e[0] ? ": " : "", e);
 	if (p->type == T_INT)
-		snprintf(err + strlen(err), errlen - strlen(err), " in [%ld, %ld]",
-			 p->min, p->max);
+		snprintf(err + strlen(err), errlen - strlen(err), " in [%ld, %ld]", p->min, p->max);
 	if (p->type == T_SIZE)
 		snprintf(err + strlen(err), errlen - strlen(err),
 			 " (bytes, or with a K, M or G suffix)");
@@ -229,8 +257,7 @@ static const char *closest(const char *name, size_t len)
 	return best;
 }
 
-int gw_config_load(struct gw_config *cfg, char *const *envp, char *err,
-		   size_t errlen)
+int gw_config_load(struct gw_config *cfg, char *const *envp, char *err, size_t errlen)
 {
 	int rc;
 
@@ -242,7 +269,7 @@ int gw_config_load(struct gw_config *cfg, char *const *envp, char *err,
 		if (table[i].info.def) {
 			rc = parse(&table[i], table[i].info.def, cfg, err, errlen);
 			if (rc)
-				return rc;	/* a bad default is a bug */
+				return rc; /* a bad default is a bug */
 		}
 	}
 	for (char *const *e = envp; *e; e++) {
@@ -259,9 +286,10 @@ int gw_config_load(struct gw_config *cfg, char *const *envp, char *err,
 		if (i == NPARAM) {
 			const char *near = closest(*e, len);
 
-			snprintf(err, errlen, "unknown variable %.*s%s%s%s (see "
-				 "docs/configuration.md)", (int)len, *e,
-				 near ? " (did you mean " : "", near ? near : "",
+			snprintf(err, errlen,
+				 "unknown variable %.*s%s%s%s (see "
+				 "docs/configuration.md)",
+				 (int)len, *e, near ? " (did you mean " : "", near ? near : "",
 				 near ? "?)" : "");
 			return -EINVAL;
 		}
@@ -301,8 +329,7 @@ void gw_config_log(const struct gw_config *cfg, int rank)
 			break;
 		}
 		}
-		gw_log(cfg->log, GW_LOG_INFO, rank, "%s=%s (%s)", p->info.name, v,
-		       cfg->src[i]);
+		gw_log(cfg->log, GW_LOG_INFO, rank, "%s=%s (%s)", p->info.name, v, cfg->src[i]);
 	}
 }
 

@@ -22,22 +22,22 @@ struct gw_config {
 	const char *codec_local;
 	bool codec_fallback;
 	uint64_t min_compress_bytes;
-	uint64_t segment_bytes;	/* allreduce pipeline segment */
+	uint64_t segment_bytes; /* allreduce pipeline segment */
 	int mac;		/* enum gw_mac_mode */
 	const char *mac_key_file;
 	const char *mac_algs;
 	bool force_mr;
 	bool stats;
-	int log;		/* enum gw_log_level */
-	bool gloo_compress;	/* rejected by the Gloo device (plugin/gloo) */
-	const char *src[32];	/* per parameter: "default" or "environment" */
+	int log;	     /* enum gw_log_level */
+	bool gloo_compress;  /* rejected by the Gloo device (plugin/gloo) */
+	const char *src[32]; /* per parameter: "default" or "environment" */
 };
 
 /** struct gw_param_info - one row of the table, for docs and tests. */
 struct gw_param_info {
 	const char *name;
-	const char *type;	/* "string", "integer", "boolean", "size", "one of: ..." */
-	const char *def;	/* NULL: unset */
+	const char *type; /* "string", "integer", "boolean", "size", "one of: ..." */
+	const char *def;  /* NULL: unset */
 	const char *help;
 };
 
@@ -47,8 +47,7 @@ struct gw_param_info {
  * An invalid value, or an unknown GRADWIRE_* name, is -EINVAL with a message
  * naming the variable in err; nothing falls back to a default silently.
  */
-int gw_config_load(struct gw_config *cfg, char *const *envp, char *err,
-		   size_t errlen);
+int gw_config_load(struct gw_config *cfg, char *const *envp, char *err, size_t errlen);
 
 /** gw_config_log() - one line per variable with its value and source. */
 void gw_config_log(const struct gw_config *cfg, int rank);

@@ -8,9 +8,8 @@
 #include "config.h"
 #include "init.h"
 
-int gw_ctx_create_config(const struct gw_config *cfg, int rank, int size,
-			 struct gw_store *st, struct gw_ctx **out, char *err,
-			 size_t errlen)
+int gw_ctx_create_config(const struct gw_config *cfg, int rank, int size, struct gw_store *st,
+			 struct gw_ctx **out, char *err, size_t errlen)
 {
 	struct gw_ctx_cfg cc;
 	int rc;
@@ -23,8 +22,8 @@ int gw_ctx_create_config(const struct gw_config *cfg, int rank, int size,
 	return rc;
 }
 
-int gw_ctx_create_env(int rank, int size, struct gw_store *st,
-		      struct gw_ctx **out, char *err, size_t errlen)
+int gw_ctx_create_env(int rank, int size, struct gw_store *st, struct gw_ctx **out, char *err,
+		      size_t errlen)
 {
 	struct gw_config cfg;
 	int rc = gw_config_load(&cfg, NULL, err, errlen);
@@ -44,8 +43,7 @@ static int host_set(void *s, const char *key, const void *val, size_t len)
 	return h->set(h->arg, key, val, len);
 }
 
-static ssize_t host_get(void *s, const char *key, void *buf, size_t cap,
-			int timeout_ms)
+static ssize_t host_get(void *s, const char *key, void *buf, size_t cap, int timeout_ms)
 {
 	const struct gradwire_store *h = s;
 
@@ -54,7 +52,7 @@ static ssize_t host_get(void *s, const char *key, void *buf, size_t cap,
 
 static void host_destroy(void *s)
 {
-	(void)s;	/* owned by the host */
+	(void)s; /* owned by the host */
 }
 
 static const struct gw_store_ops host_store_ops = {

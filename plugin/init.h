@@ -18,16 +18,15 @@ void gw_store_host(struct gw_store *st, const struct gradwire_store *h);
  * gw_ctx_create_env() - gw_ctx_create() with the settings of the
  * environment. An invalid GRADWIRE_* variable is -EINVAL naming it in err.
  */
-int gw_ctx_create_env(int rank, int size, struct gw_store *st,
-		      struct gw_ctx **out, char *err, size_t errlen);
+int gw_ctx_create_env(int rank, int size, struct gw_store *st, struct gw_ctx **out, char *err,
+		      size_t errlen);
 
 /**
  * gw_ctx_create_config() - gw_ctx_create() with the settings of cfg (loaded
  * by gw_config_load()): logs them, and arranges statistics at destroy when
  * cfg->stats is set.
  */
-int gw_ctx_create_config(const struct gw_config *cfg, int rank, int size,
-			 struct gw_store *st, struct gw_ctx **out, char *err,
-			 size_t errlen);
+int gw_ctx_create_config(const struct gw_config *cfg, int rank, int size, struct gw_store *st,
+			 struct gw_ctx **out, char *err, size_t errlen);
 
 #endif

@@ -46,17 +46,17 @@ struct opts {
 	uint64_t minb, maxb, factor;
 	int warmup, iters;
 	const char *codec, *provider, *iface, *store;
-	int64_t min_compress;	/* -1: GRADWIRE_MIN_COMPRESS_BYTES */
-	int64_t segment;	/* -1: GRADWIRE_SEGMENT_BYTES */
+	int64_t min_compress; /* -1: GRADWIRE_MIN_COMPRESS_BYTES */
+	int64_t segment;      /* -1: GRADWIRE_SEGMENT_BYTES */
 	int timeout_s;
 	bool check, json;
 };
 
 struct rank_info {
 	uint64_t hash, raw, wire;
-	int64_t extra;		/* peak resident bytes beyond rss0 and the buffers */
-	uint64_t state;		/* error feedback and codec state held */
-	double slope;		/* resident bytes per call over the last 3/4 */
+	int64_t extra;	/* peak resident bytes beyond rss0 and the buffers */
+	uint64_t state; /* error feedback and codec state held */
+	double slope;	/* resident bytes per call over the last 3/4 */
 };
 
 /* Least-squares slope of y[from..n) against the call index. */
@@ -105,19 +105,18 @@ static void peak_reset(void)
 	}
 }
 
-static int64_t rss0;	/* resident bytes once the context is open */
+static int64_t rss0; /* resident bytes once the context is open */
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: gradwire-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
-		"         [--codec SPEC] [--provider P] [--iface I] [--min-compress BYTES]\n"
-		"         [--segment BYTES]\n"
-		"         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
-		"         [--timeout-s S]\n"
-		"  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
-		"  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
-		"  every process joins the job through a file store in --store DIR.\n");
+	fprintf(f, "usage: gradwire-perf [-n ranks] [-b minbytes] [-e maxbytes] [-f factor]\n"
+		   "         [--codec SPEC] [--provider P] [--iface I] [--min-compress BYTES]\n"
+		   "         [--segment BYTES]\n"
+		   "         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
+		   "         [--timeout-s S]\n"
+		   "  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
+		   "  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
+		   "  every process joins the job through a file store in --store DIR.\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -130,10 +129,23 @@ static int parse_size(const char *s, uint64_t *out)
 	if (errno || end == s || *s == '-')
 		return -EINVAL;
 	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	default: break;
+	case 'K':
+	case 'k':
+		v <<= 10;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		v <<= 20;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end == 'B' || *end == 'b')
 		end++;
@@ -272,11 +284,10 @@ static void sum_stats(struct gw_ctx *ctx, uint64_t *raw, uint64_t *wire)
 }
 
 /* One size: returns 0, 1 when --check found the result wrong, or -errno. */
-static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
-		    uint64_t bytes, float *x, float *buf, double *times,
-		    double *all_times, struct rank_info *all)
+static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, uint64_t bytes,
+		    float *x, float *buf, double *times, double *all_times, struct rank_info *all)
 {
-	double *rss = all_times;	/* free until the allgather below */
+	double *rss = all_times; /* free until the allgather below */
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx), rc, bad = 0;
 	uint64_t n = bytes / sizeof(float), raw0, wire0, raw = 0, wire = 0;
@@ -319,7 +330,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		if (rc)
 			return rc;
 		times[i] = now_s() - t;
-		rss[i] = (double)proc_status("VmRSS");	/* outside the timing */
+		rss[i] = (double)proc_status("VmRSS"); /* outside the timing */
 	}
 	me.slope = slope_of(rss, o->iters / 4, o->iters);
 	if (proc_status("VmHWM") > me.extra)
@@ -333,8 +344,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	me.wire -= wire0;
 	rc = gw_coll_allgather(c, &me, all, sizeof(me));
 	if (!rc)
-		rc = gw_coll_allgather(c, times, all_times,
-				       (size_t)o->iters * sizeof(double));
+		rc = gw_coll_allgather(c, times, all_times, (size_t)o->iters * sizeof(double));
 	if (rc)
 		return rc;
 	if (rank != 0)
@@ -351,7 +361,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 	}
 	overhead = bytes ? (double)extra / (double)bytes : 0;
 	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
-	for (int i = 0; i < o->iters; i++) {	/* the slowest rank's time */
+	for (int i = 0; i < o->iters; i++) { /* the slowest rank's time */
 		times[i] = 0;
 		for (int r = 0; r < size; r++)
 			if (all_times[(size_t)r * o->iters + i] > times[i])
@@ -370,21 +380,19 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec,
 		       "\"codec_state_bytes\": %llu, \"rss_slope_bytes_per_call\": %.1f, "
 		       "\"codec\": ",
 		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
-		       wire ? (double)raw / (double)wire : 1.0, err,
-		       identical ? "true" : "false", overhead,
-		       (unsigned long long)state, slope);
+		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "true" : "false",
+		       overhead, (unsigned long long)state, slope);
 		json_str(codec);
 		printf(", \"ranks\": %d, \"overhead_ratio_ranks\": [", size);
 		for (int r = 0; r < size; r++)
-			printf("%s%.3f", r ? ", " : "", bytes ? (double)all[r].extra /
-			       (double)bytes : 0.0);
+			printf("%s%.3f", r ? ", " : "",
+			       bytes ? (double)all[r].extra / (double)bytes : 0.0);
 		printf("]}\n");
 	} else {
 		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
 		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
-		       wire ? (double)raw / (double)wire : 1.0, err,
-		       identical ? "yes" : "NO", overhead, (double)state / (1 << 20),
-		       codec, bad ? "  <- WRONG" : "");
+		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "yes" : "NO",
+		       overhead, (double)state / (1 << 20), codec, bad ? "  <- WRONG" : "");
 	}
 	fflush(stdout);
 	fprintf(stderr, "gradwire-perf: %llu bytes done\n", (unsigned long long)bytes);
@@ -434,11 +442,10 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	}
 	rc = gw_ctx_create(&cc, rank, size, st, &ctx, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "gradwire-perf: rank %d: %s (%s)\n", rank, err,
-			gw_strerror(rc));
+		fprintf(stderr, "gradwire-perf: rank %d: %s (%s)\n", rank, err, gw_strerror(rc));
 		goto out;
 	}
-	if (cfg.stats)	/* GRADWIRE_STATS=1: counters at exit (scripts/soak) */
+	if (cfg.stats) /* GRADWIRE_STATS=1: counters at exit (scripts/soak) */
 		gw_ctx_stats_at_exit(ctx, stderr);
 	rc = gw_coll_create(ctx, &c);
 	if (rc)
@@ -460,13 +467,13 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	}
 	if (rank == 0 && !o->json) {
 		printf("# gradwire-perf: %d ranks, codec %s, provider %s, iface %s, "
-		       "min_compress %llu B, warmup %d, iters %d\n", size, codec,
-		       cc.tp.provider ? cc.tp.provider : "(default)",
+		       "min_compress %llu B, warmup %d, iters %d\n",
+		       size, codec, cc.tp.provider ? cc.tp.provider : "(default)",
 		       cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
-		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes",
-		       "time_us", "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err",
-		       "identical", "overhead", "state_MiB", "codec");
+		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
+		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err", "identical", "overhead",
+		       "state_MiB", "codec");
 		fflush(stdout);
 	}
 	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {
@@ -580,8 +587,7 @@ static bool launcher(int *rank, int *size)
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		const char *r = getenv(vars[i][0]), *s = getenv(vars[i][1]);
 
-		if (r && s && !parse_int(s, 1, 1 << 15, size) &&
-		    !parse_int(r, 0, *size - 1, rank))
+		if (r && s && !parse_int(s, 1, 1 << 15, size) && !parse_int(r, 0, *size - 1, rank))
 			return true;
 	}
 	return false;
@@ -603,23 +609,47 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *prov;
-	struct opts o = { .ranks = 2, .minb = 1 << 20, .maxb = 64 << 20, .factor = 2,
-			  .warmup = 2, .iters = 10, .min_compress = -1,
-			  .segment = -1, .timeout_s = 600 };
+	struct opts o = { .ranks = 2,
+			  .minb = 1 << 20,
+			  .maxb = 64 << 20,
+			  .factor = 2,
+			  .warmup = 2,
+			  .iters = 10,
+			  .min_compress = -1,
+			  .segment = -1,
+			  .timeout_s = 600 };
 	int ch, rank, size, bad = 0;
 	uint64_t v;
 
 	while ((ch = getopt_long(argc, argv, "n:b:e:f:w:i:h", lo, NULL)) != -1) {
 		switch (ch) {
-		case 'n': bad |= parse_int(optarg, 1, 256, &o.ranks); break;
-		case 'b': bad |= parse_size(optarg, &o.minb); break;
-		case 'e': bad |= parse_size(optarg, &o.maxb); break;
-		case 'f': bad |= parse_size(optarg, &o.factor); break;
-		case 'w': bad |= parse_int(optarg, 0, 1000, &o.warmup); break;
-		case 'i': bad |= parse_int(optarg, 1, 100000, &o.iters); break;
-		case 'c': o.codec = optarg; break;
-		case 'P': o.provider = optarg; break;
-		case 'I': o.iface = optarg; break;
+		case 'n':
+			bad |= parse_int(optarg, 1, 256, &o.ranks);
+			break;
+		case 'b':
+			bad |= parse_size(optarg, &o.minb);
+			break;
+		case 'e':
+			bad |= parse_size(optarg, &o.maxb);
+			break;
+		case 'f':
+			bad |= parse_size(optarg, &o.factor);
+			break;
+		case 'w':
+			bad |= parse_int(optarg, 0, 1000, &o.warmup);
+			break;
+		case 'i':
+			bad |= parse_int(optarg, 1, 100000, &o.iters);
+			break;
+		case 'c':
+			o.codec = optarg;
+			break;
+		case 'P':
+			o.provider = optarg;
+			break;
+		case 'I':
+			o.iface = optarg;
+			break;
 		case 'm':
 			bad |= parse_size(optarg, &v);
 			o.min_compress = (int64_t)v;
@@ -628,24 +658,37 @@ int main(int argc, char **argv)
 			bad |= parse_size(optarg, &v);
 			o.segment = (int64_t)v;
 			break;
-		case 's': o.store = optarg; break;
-		case 't': bad |= parse_int(optarg, 1, 86400, &o.timeout_s); break;
-		case 'C': o.check = true; break;
-		case 'j': o.json = true; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 's':
+			o.store = optarg;
+			break;
+		case 't':
+			bad |= parse_int(optarg, 1, 86400, &o.timeout_s);
+			break;
+		case 'C':
+			o.check = true;
+			break;
+		case 'j':
+			o.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (bad || optind != argc || o.factor < 2 || o.minb < 4 || o.maxb < o.minb ||
 	    o.maxb > (UINT64_C(1) << 34)) {
 		fprintf(stderr, "gradwire-perf: invalid arguments (sizes: 4 <= -b <= -e"
-			" <= 16G, -f >= 2)\n");
+				" <= 16G, -f >= 2)\n");
 		usage(stderr);
 		return 2;
 	}
 	if (launcher(&rank, &size)) {
 		if (!o.store) {
-			fprintf(stderr, "gradwire-perf: rank %d of %d from the launcher: "
+			fprintf(stderr,
+				"gradwire-perf: rank %d of %d from the launcher: "
 				"--store DIR (a folder all ranks reach) is required\n",
 				rank, size);
 			return 2;

@@ -30,19 +30,19 @@ _Static_assert(GRADWIRE_LOSSY == GW_CTX_LOSSY, "send flag");
 _Static_assert(GRADWIRE_ADD == GW_CTX_ADD, "recv flag");
 _Static_assert(GRADWIRE_SLOT_MAX == GW_COLL_SLOT_BASE, "user slots");
 _Static_assert(GRADWIRE_QUEUE_MAX == GW_QUEUE_MAX, "queue depth");
-_Static_assert((int)GRADWIRE_SUM == (int)GW_COLL_SUM &&
-	       (int)GRADWIRE_AVG == (int)GW_COLL_AVG, "allreduce ops");
+_Static_assert((int)GRADWIRE_SUM == (int)GW_COLL_SUM && (int)GRADWIRE_AVG == (int)GW_COLL_AVG,
+	       "allreduce ops");
 
 struct gradwire_context {
 	struct gw_ctx *ctx;
 	struct gw_coll *coll;
-	struct gw_store *file_st;	/* context_create_file() */
-	struct gw_store host_st;	/* context_create(): adapter to host */
+	struct gw_store *file_st; /* context_create_file() */
+	struct gw_store host_st;  /* context_create(): adapter to host */
 	struct gradwire_store host;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gw_config config;	/* valid while loaded */
+static struct gw_config config; /* valid while loaded */
 static bool loaded;
 static unsigned long open_contexts;
 
@@ -101,9 +101,8 @@ static void context_free(struct gradwire_context *g)
 }
 
 /* Connect g over st with the loaded configuration; frees g on failure. */
-static int context_open(struct gradwire_context *g, int rank, int size,
-			struct gw_store *st, struct gradwire_context **out,
-			char *err, size_t errlen)
+static int context_open(struct gradwire_context *g, int rank, int size, struct gw_store *st,
+			struct gradwire_context **out, char *err, size_t errlen)
 {
 	struct gw_config cfg;
 	char buf[512] = "";
@@ -153,17 +152,15 @@ static bool bad_group(int rank, int size, char *err, size_t errlen)
 	return true;
 }
 
-static int plugin_context_create(int rank, int size,
-				 const struct gradwire_store *store,
-				 struct gradwire_context **out, char *err,
-				 size_t errlen)
+static int plugin_context_create(int rank, int size, const struct gradwire_store *store,
+				 struct gradwire_context **out, char *err, size_t errlen)
 {
 	struct gradwire_context *g;
 
 	if (!out || bad_group(rank, size, err, errlen))
 		return -EINVAL;
-	if (!store || store->size < offsetof(struct gradwire_store, arg) +
-		      sizeof(store->arg) || !store->set || !store->get) {
+	if (!store || store->size < offsetof(struct gradwire_store, arg) + sizeof(store->arg) ||
+	    !store->set || !store->get) {
 		say(err, errlen, "gradwire: no store, or one without set/get");
 		return -EINVAL;
 	}
@@ -171,16 +168,14 @@ static int plugin_context_create(int rank, int size,
 	if (!g)
 		return -ENOMEM;
 	/* A newer host's struct may be longer: copy what this version knows. */
-	memcpy(&g->host, store, store->size < sizeof(g->host) ? store->size
-							     : sizeof(g->host));
+	memcpy(&g->host, store, store->size < sizeof(g->host) ? store->size : sizeof(g->host));
 	g->host.size = sizeof(g->host);
 	gw_store_host(&g->host_st, &g->host);
 	return context_open(g, rank, size, &g->host_st, out, err, errlen);
 }
 
 static int plugin_context_create_file(int rank, int size, const char *dir,
-				      struct gradwire_context **out, char *err,
-				      size_t errlen)
+				      struct gradwire_context **out, char *err, size_t errlen)
 {
 	struct gradwire_context *g;
 	int rc;
@@ -192,8 +187,7 @@ static int plugin_context_create_file(int rank, int size, const char *dir,
 		return -ENOMEM;
 	rc = gw_store_file_create(dir, &g->file_st);
 	if (rc) {
-		say(err, errlen, "gradwire: file store in %s: %s", dir,
-		    gw_strerror(rc));
+		say(err, errlen, "gradwire: file store in %s: %s", dir, gw_strerror(rc));
 		free(g);
 		return rc;
 	}
@@ -212,25 +206,24 @@ static void plugin_context_destroy(struct gradwire_context *g)
 
 static bool bad_peer(const struct gradwire_context *g, int peer)
 {
-	return !g || peer < 0 || peer >= gw_ctx_size(g->ctx) ||
-	       peer == gw_ctx_rank(g->ctx);
+	return !g || peer < 0 || peer >= gw_ctx_size(g->ctx) || peer == gw_ctx_rank(g->ctx);
 }
 
-static int plugin_send(struct gradwire_context *g, int peer, uint32_t slot,
-		       const float *x, uint64_t n, unsigned flags)
+static int plugin_send(struct gradwire_context *g, int peer, uint32_t slot, const float *x,
+		       uint64_t n, unsigned flags)
 {
 	struct gw_ctx_req r;
 	int rc;
 
-	if (bad_peer(g, peer) || slot >= GRADWIRE_SLOT_MAX ||
-	    (flags & ~GRADWIRE_LOSSY) || (!x && n))
+	if (bad_peer(g, peer) || slot >= GRADWIRE_SLOT_MAX || (flags & ~GRADWIRE_LOSSY) ||
+	    (!x && n))
 		return -EINVAL;
 	rc = gw_ctx_isend(g->ctx, peer, slot, x, n, flags, &r);
 	return rc ? rc : gw_ctx_wait(g->ctx, &r);
 }
 
-static int plugin_recv(struct gradwire_context *g, int peer, uint32_t slot,
-		       float *y, uint64_t n, unsigned flags)
+static int plugin_recv(struct gradwire_context *g, int peer, uint32_t slot, float *y, uint64_t n,
+		       unsigned flags)
 {
 	struct gw_ctx_req r;
 	int rc;
@@ -242,8 +235,8 @@ static int plugin_recv(struct gradwire_context *g, int peer, uint32_t slot,
 	return rc ? rc : gw_ctx_wait(g->ctx, &r);
 }
 
-static int plugin_send_bytes(struct gradwire_context *g, int peer,
-			     uint32_t slot, const void *buf, size_t len)
+static int plugin_send_bytes(struct gradwire_context *g, int peer, uint32_t slot, const void *buf,
+			     size_t len)
 {
 	struct gw_ctx_req r;
 	int rc;
@@ -254,8 +247,8 @@ static int plugin_send_bytes(struct gradwire_context *g, int peer,
 	return rc ? rc : gw_ctx_wait(g->ctx, &r);
 }
 
-static int plugin_recv_bytes(struct gradwire_context *g, int peer,
-			     uint32_t slot, void *buf, size_t len)
+static int plugin_recv_bytes(struct gradwire_context *g, int peer, uint32_t slot, void *buf,
+			     size_t len)
 {
 	struct gw_ctx_req r;
 	int rc;
@@ -267,51 +260,46 @@ static int plugin_recv_bytes(struct gradwire_context *g, int peer,
 }
 
 /* An allreduce's arguments, for a call on handle (a context or a queue). */
-static bool bad_reduce(const void *handle, const float *buf, uint64_t n,
-		       int op, unsigned flags)
+static bool bad_reduce(const void *handle, const float *buf, uint64_t n, int op, unsigned flags)
 {
 	return !handle || (!buf && n) || (op != GRADWIRE_SUM && op != GRADWIRE_AVG) ||
 	       (flags & ~GRADWIRE_LOSSY);
 }
 
-static int plugin_allreduce(struct gradwire_context *g, float *buf,
-			    uint64_t n, int op, unsigned flags)
+static int plugin_allreduce(struct gradwire_context *g, float *buf, uint64_t n, int op,
+			    unsigned flags)
 {
 	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
 	return gw_coll_allreduce(g->coll, buf, n, (enum gw_coll_op)op, flags);
 }
 
-static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id,
-			       float *buf, uint64_t n, int op, unsigned flags)
+static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id, float *buf, uint64_t n,
+			       int op, unsigned flags)
 {
 	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
-	return gw_coll_allreduce_id(g->coll, id, buf, n, (enum gw_coll_op)op,
-				    flags);
+	return gw_coll_allreduce_id(g->coll, id, buf, n, (enum gw_coll_op)op, flags);
 }
 
 /* A struct gradwire_queue is a struct gw_queue: the host only holds it. */
-static int plugin_queue_create(struct gradwire_context *g,
-			       struct gradwire_queue **out)
+static int plugin_queue_create(struct gradwire_context *g, struct gradwire_queue **out)
 {
 	if (!g || !out)
 		return -EINVAL;
 	return gw_queue_create(g->coll, (struct gw_queue **)out);
 }
 
-static int plugin_queue_submit(struct gradwire_queue *q, uint32_t id,
-			       float *buf, uint64_t n, int op, unsigned flags,
-			       uint64_t *ticket)
+static int plugin_queue_submit(struct gradwire_queue *q, uint32_t id, float *buf, uint64_t n,
+			       int op, unsigned flags, uint64_t *ticket)
 {
 	if (bad_reduce(q, buf, n, op, flags))
 		return -EINVAL;
-	return gw_queue_submit((struct gw_queue *)q, id, buf, n,
-			       (enum gw_coll_op)op, flags, ticket);
+	return gw_queue_submit((struct gw_queue *)q, id, buf, n, (enum gw_coll_op)op, flags,
+			       ticket);
 }
 
-static int plugin_queue_wait(struct gradwire_queue *q, uint64_t ticket,
-			     int timeout_ms)
+static int plugin_queue_wait(struct gradwire_queue *q, uint64_t ticket, int timeout_ms)
 {
 	return gw_queue_wait((struct gw_queue *)q, ticket, timeout_ms);
 }
@@ -331,16 +319,15 @@ static const char *plugin_error(struct gradwire_context *g)
 	return g ? gw_coll_error(g->coll) : NULL;
 }
 
-static int plugin_allgather(struct gradwire_context *g, const void *send,
-			    void *recv, size_t bytes_per_rank)
+static int plugin_allgather(struct gradwire_context *g, const void *send, void *recv,
+			    size_t bytes_per_rank)
 {
 	if (!g || ((!send || !recv) && bytes_per_rank))
 		return -EINVAL;
 	return gw_coll_allgather(g->coll, send, recv, bytes_per_rank);
 }
 
-static int plugin_broadcast(struct gradwire_context *g, int root, void *buf,
-			    size_t bytes)
+static int plugin_broadcast(struct gradwire_context *g, int root, void *buf, size_t bytes)
 {
 	if (!g || root < 0 || root >= gw_ctx_size(g->ctx) || (!buf && bytes))
 		return -EINVAL;
@@ -352,8 +339,7 @@ static int plugin_barrier(struct gradwire_context *g)
 	return g ? gw_coll_barrier(g->coll) : -EINVAL;
 }
 
-static int plugin_stats(struct gradwire_context *g, int peer,
-			struct gradwire_stats *out)
+static int plugin_stats(struct gradwire_context *g, int peer, struct gradwire_stats *out)
 {
 	struct gw_conn_stats s;
 	int rc;

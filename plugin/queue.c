@@ -39,8 +39,8 @@ struct gw_queue {
 	struct gw_coll *coll;
 	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t work;		/* a ticket was issued, or stop */
-	pthread_cond_t finished;	/* done grew */
+	pthread_cond_t work;	 /* a ticket was issued, or stop */
+	pthread_cond_t finished; /* done grew */
 	uint64_t issued, started, done;
 	bool stop;
 	struct op ops[GW_QUEUE_MAX];
@@ -77,7 +77,7 @@ static void *worker(void *arg)
 		while (!q->stop && q->started == q->issued)
 			pthread_cond_wait(&q->work, &q->mu);
 		if (q->stop)
-			break;		/* gw_queue_cancel() ended the rest */
+			break; /* gw_queue_cancel() ended the rest */
 		o = op_of(q, ++q->started);
 		pthread_mutex_unlock(&q->mu);
 		rc = gw_coll_allreduce_id(q->coll, o->id, o->buf, o->n, o->op, o->flags);
@@ -120,8 +120,8 @@ int gw_queue_create(struct gw_coll *c, struct gw_queue **out)
 	return 0;
 }
 
-int gw_queue_submit(struct gw_queue *q, uint32_t id, float *buf, uint64_t n,
-		    enum gw_coll_op op, unsigned flags, uint64_t *ticket)
+int gw_queue_submit(struct gw_queue *q, uint32_t id, float *buf, uint64_t n, enum gw_coll_op op,
+		    unsigned flags, uint64_t *ticket)
 {
 	int rc = 0;
 
@@ -133,7 +133,7 @@ int gw_queue_submit(struct gw_queue *q, uint32_t id, float *buf, uint64_t n,
 	} else if (q->issued - q->done >= GW_QUEUE_MAX) {
 		rc = -ENOBUFS;
 	} else {
-		*op_of(q, ++q->issued) = (struct op){id, buf, n, op, flags, 0};
+		*op_of(q, ++q->issued) = (struct op){ id, buf, n, op, flags, 0 };
 		*ticket = q->issued;
 		pthread_cond_signal(&q->work);
 	}

@@ -26,8 +26,8 @@ int gw_queue_create(struct gw_coll *c, struct gw_queue **out);
  * GW_QUEUE_MAX tickets are waiting or running; -ECANCELED once
  * gw_queue_destroy() has begun.
  */
-int gw_queue_submit(struct gw_queue *q, uint32_t id, float *buf, uint64_t n,
-		    enum gw_coll_op op, unsigned flags, uint64_t *ticket);
+int gw_queue_submit(struct gw_queue *q, uint32_t id, float *buf, uint64_t n, enum gw_coll_op op,
+		    unsigned flags, uint64_t *ticket);
 
 /**
  * gw_queue_wait() - wait up to timeout_ms (< 0: without limit) for ticket.

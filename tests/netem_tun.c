@@ -38,16 +38,16 @@
 #include <unistd.h>
 
 #define QMAX 4096
-#define PKT_MAX 2048		/* TUN MTU 1500 */
+#define PKT_MAX 2048 /* TUN MTU 1500 */
 
 struct pkt {
 	int64_t due_us;
-	int to;			/* index of the fd it goes out on */
+	int to; /* index of the fd it goes out on */
 	uint16_t len;
 	unsigned char data[PKT_MAX];
 };
 
-static struct pkt *q[QMAX];	/* a binary min-heap on due_us */
+static struct pkt *q[QMAX]; /* a binary min-heap on due_us */
 static int qn;
 
 static int64_t now_us(void)
@@ -61,7 +61,7 @@ static int64_t now_us(void)
 static uint64_t rng;
 static unsigned long long forwarded, dropped, reordered;
 
-static double draw(void)	/* uniform in [0, 1) */
+static double draw(void) /* uniform in [0, 1) */
 {
 	rng ^= rng << 13;
 	rng ^= rng >> 7;
@@ -152,7 +152,7 @@ static int take(const struct link *l, int k, struct pkt **spare)
 		if (n <= 0)
 			return 0;
 		if (draw() < l->loss || qn == QMAX) {
-			dropped++;	/* p stays the spare */
+			dropped++; /* p stays the spare */
 			continue;
 		}
 		p->len = (uint16_t)n;
@@ -173,9 +173,9 @@ static void run(const struct link *l, struct pkt **spare)
 {
 	while (now_us() < l->end_us) {
 		struct pollfd pf[3] = {
-			{.fd = l->fd[0], .events = POLLIN},
-			{.fd = l->fd[1], .events = POLLIN},
-			{.fd = 0, .events = POLLIN},
+			{ .fd = l->fd[0], .events = POLLIN },
+			{ .fd = l->fd[1], .events = POLLIN },
+			{ .fd = 0, .events = POLLIN },
 		};
 		int64_t t = now_us();
 		int wait_ms = 100;
@@ -186,7 +186,7 @@ static void run(const struct link *l, struct pkt **spare)
 			/* A full device queue drops it, as a wire would. */
 			if (write(l->fd[p->to], p->data, p->len) < 0 && errno != EAGAIN) {
 				free(p);
-				return;		/* the device is gone */
+				return; /* the device is gone */
 			}
 			forwarded++;
 			free(*spare);
@@ -197,7 +197,7 @@ static void run(const struct link *l, struct pkt **spare)
 		if (poll(pf, 3, wait_ms) < 0 && errno != EINTR)
 			return;
 		if (pf[2].revents)
-			return;		/* stdin closed or readable: the caller is done */
+			return; /* stdin closed or readable: the caller is done */
 		for (int k = 0; k < 2; k++)
 			if ((pf[k].revents & POLLIN) && take(l, k, spare))
 				return;
@@ -240,6 +240,6 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	forward(&l);
 	printf("forwarded %llu dropped %llu reordered %llu\n", forwarded, dropped, reordered);
-	fflush(stdout);	/* before any exit-time check (LeakSanitizer) can end us */
+	fflush(stdout); /* before any exit-time check (LeakSanitizer) can end us */
 	return 0;
 }

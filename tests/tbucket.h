@@ -45,16 +45,15 @@ struct tb_enc {
  * and both decoders must give the same decode and decode_add of a.
  */
 static inline void tb_same(const struct gw_codec_ops *g, const struct gw_codec_ops *o,
-			   struct tb_enc *a, struct tb_enc *b, const float *r0,
-			   uint64_t n, uint32_t bucket, int v)
+			   struct tb_enc *a, struct tb_enc *b, const float *r0, uint64_t n,
+			   uint32_t bucket, int v)
 {
 	CU_ASSERT_EQUAL_FATAL(a->len, b->len);
 	CU_ASSERT_FATAL(a->len > 0);
-	if (memcmp(a->out, b->out, (size_t)a->len) ||
-	    memcmp(&a->info, &b->info, sizeof(a->info)) || memcmp(a->res, b->res, n * 4)) {
+	if (memcmp(a->out, b->out, (size_t)a->len) || memcmp(&a->info, &b->info, sizeof(a->info)) ||
+	    memcmp(a->res, b->res, n * 4)) {
 		CU_FAIL("variant differs from generic");
-		printf("\n%s n=%llu bucket=%u v=%d\n", o->impl, (unsigned long long)n,
-		       bucket, v);
+		printf("\n%s n=%llu bucket=%u v=%d\n", o->impl, (unsigned long long)n, bucket, v);
 		return;
 	}
 	CU_ASSERT_EQUAL(g->decode(a->out, (size_t)a->len, n, a->y), 0);

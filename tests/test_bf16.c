@@ -16,27 +16,27 @@
  * subnormals stay subnormal (no flush).
  */
 static const struct th_hand hand[] = {
-	{ 0x3f800000, 0x3f80, 0 },			/* 1.0 */
-	{ 0x00000000, 0x0000, 0 },			/* +0 */
-	{ 0x80000000, 0x8000, 0 },			/* -0 */
-	{ 0x3dcccccd, 0x3dcd, 0 },			/* 0.1: rounds up */
-	{ 0xc0490fdb, 0xc049, 0 },			/* -pi: rounds down */
-	{ 0x3f808000, 0x3f80, 0 },			/* 1 + 2^-8: tie, even */
-	{ 0x3f818000, 0x3f82, 0 },			/* 1 + 3 * 2^-8: tie, even */
-	{ 0x3f808001, 0x3f81, 0 },			/* just above the tie */
-	{ 0x7f7f0000, 0x7f7f, 0 },			/* largest bf16 */
-	{ 0x7f7f7fff, 0x7f7f, 0 },			/* rounds down to it */
-	{ 0x7f7f8000, 0x7f7f, GW_PF_SATURATED },	/* tie to even = Inf */
-	{ 0xff7fffff, 0xff7f, GW_PF_SATURATED },	/* -FLT_MAX */
-	{ 0x000116c2, 0x0001, 0 },			/* 1e-40, subnormal */
-	{ 0x00008000, 0x0000, 0 },			/* tie, to 0 */
-	{ 0x00018000, 0x0002, 0 },			/* tie, to 2 */
+	{ 0x3f800000, 0x3f80, 0 },		 /* 1.0 */
+	{ 0x00000000, 0x0000, 0 },		 /* +0 */
+	{ 0x80000000, 0x8000, 0 },		 /* -0 */
+	{ 0x3dcccccd, 0x3dcd, 0 },		 /* 0.1: rounds up */
+	{ 0xc0490fdb, 0xc049, 0 },		 /* -pi: rounds down */
+	{ 0x3f808000, 0x3f80, 0 },		 /* 1 + 2^-8: tie, even */
+	{ 0x3f818000, 0x3f82, 0 },		 /* 1 + 3 * 2^-8: tie, even */
+	{ 0x3f808001, 0x3f81, 0 },		 /* just above the tie */
+	{ 0x7f7f0000, 0x7f7f, 0 },		 /* largest bf16 */
+	{ 0x7f7f7fff, 0x7f7f, 0 },		 /* rounds down to it */
+	{ 0x7f7f8000, 0x7f7f, GW_PF_SATURATED }, /* tie to even = Inf */
+	{ 0xff7fffff, 0xff7f, GW_PF_SATURATED }, /* -FLT_MAX */
+	{ 0x000116c2, 0x0001, 0 },		 /* 1e-40, subnormal */
+	{ 0x00008000, 0x0000, 0 },		 /* tie, to 0 */
+	{ 0x00018000, 0x0002, 0 },		 /* tie, to 2 */
 	{ 0x00008001, 0x0001, 0 },
-	{ 0x807fffff, 0x8080, 0 },			/* up to -FLT_MIN */
-	{ 0x7f800000, 0x7f80, GW_PF_NONFINITE },	/* +Inf */
-	{ 0xff800000, 0xff80, GW_PF_NONFINITE },	/* -Inf */
-	{ 0x7f800001, 0x7fc0, GW_PF_NONFINITE },	/* sNaN: quieted */
-	{ 0xffa00000, 0xffe0, GW_PF_NONFINITE },	/* sign and payload kept */
+	{ 0x807fffff, 0x8080, 0 },		 /* up to -FLT_MIN */
+	{ 0x7f800000, 0x7f80, GW_PF_NONFINITE }, /* +Inf */
+	{ 0xff800000, 0xff80, GW_PF_NONFINITE }, /* -Inf */
+	{ 0x7f800001, 0x7fc0, GW_PF_NONFINITE }, /* sNaN: quieted */
+	{ 0xffa00000, 0xffe0, GW_PF_NONFINITE }, /* sign and payload kept */
 	{ 0x7fffffff, 0x7fff, GW_PF_NONFINITE },
 };
 
@@ -53,7 +53,7 @@ static const struct th_dec dec_cases[] = {
 	{ 0x3f80, 0x3f800000 }, { 0x0000, 0x00000000 }, { 0x8000, 0x80000000 },
 	{ 0x0001, 0x00010000 }, { 0x7f7f, 0x7f7f0000 }, { 0xff7f, 0xff7f0000 },
 	{ 0x7f80, 0x7f800000 }, { 0xff80, 0xff800000 }, { 0x7fc0, 0x7fc00000 },
-	{ 0xff81, 0xff810000 },	/* exact: even a signalling NaN is kept */
+	{ 0xff81, 0xff810000 }, /* exact: even a signalling NaN is kept */
 };
 
 /* fill(): half of these land in [0x7f7f0000, 0x7f7fffff]: half of those saturate. */

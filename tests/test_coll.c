@@ -29,28 +29,31 @@ struct coll_arg {
 	uint64_t sizes[MAX_SIZES];
 	int nsizes;
 	int timeout_ms;
-	int kill_rank;		/* dies before its kill_call-th allreduce, or -1 */
+	int kill_rank; /* dies before its kill_call-th allreduce, or -1 */
 	int kill_call;
-	int kill_ms;		/* how far into that call it dies */
-	double bound;		/* relative L2 error allowed (lossy codecs); 0: none */
-	double wire;		/* least raw/wire ratio of a lossy allreduce, or 0 */
-	uint64_t seg;		/* allreduce segment bytes (0: the default) */
-	char dir[64];		/* the parent's folder for hashes */
+	int kill_ms;  /* how far into that call it dies */
+	double bound; /* relative L2 error allowed (lossy codecs); 0: none */
+	double wire;  /* least raw/wire ratio of a lossy allreduce, or 0 */
+	uint64_t seg; /* allreduce segment bytes (0: the default) */
+	char dir[64]; /* the parent's folder for hashes */
 };
 
-static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size,
-				 const char *dir, struct gw_store **st,
-				 struct gw_ctx **ctx)
+static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size, const char *dir,
+				 struct gw_store **st, struct gw_ctx **ctx)
 {
-	struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR,
-			      a->timeout_ms ? a->timeout_ms : 8000, 0 };
+	struct tp_env env = { tp_net_provider(),
+			      "lo",
+			      false,
+			      GW_LOG_ERROR,
+			      a->timeout_ms ? a->timeout_ms : 8000,
+			      0 };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
 	char err[512];
 	int rc;
 
 	cfg.codec = a->codec;
-	cfg.min_compress_bytes = 64;	/* lossy paths run on small chunks too */
+	cfg.min_compress_bytes = 64; /* lossy paths run on small chunks too */
 	cfg.host_id = (uint64_t)(rank + 1) * 1000;
 	rc = gw_store_file_create(dir, st);
 	if (!rc)
@@ -113,8 +116,7 @@ static double rel_l2(const float *y, const double *exact, uint64_t n, double sca
 }
 
 /* Record a result's hash for the parent: "<dir>/<tag>-<rank>", one per line. */
-static int record(const struct coll_arg *a, const char *tag, int rank,
-		  const void *p, size_t len)
+static int record(const struct coll_arg *a, const char *tag, int rank, const void *p, size_t len)
 {
 	char path[128];
 	FILE *f;
@@ -185,29 +187,31 @@ static int body_allreduce(int rank, int size, const char *dir, void *arg)
 			tu_fill(y, n, seed_of(rank, n, 0));
 			rc = gw_coll_allreduce(c, y, n, op, GW_CTX_LOSSY);
 			if (rc) {
-				fprintf(stderr, "rank %d n=%llu: %s\n", rank,
-					(unsigned long long)n, gw_strerror(rc));
+				fprintf(stderr, "rank %d n=%llu: %s\n", rank, (unsigned long long)n,
+					gw_strerror(rc));
 				return 11;
 			}
 			for (uint64_t i = 0; i < n; i++)
 				if (!isfinite(y[i]))
 					return 12;
-			if (a->bound == 0) {	/* exact codec: float rounding only */
+			if (a->bound == 0) { /* exact codec: float rounding only */
 				for (uint64_t i = 0; i < n; i++) {
 					if (fabs(y[i] - exact[i] * scale) >
 					    1e-5 * mag[i] * scale + 1e-30) {
-						fprintf(stderr, "rank %d n=%llu op %d: y[%llu]"
-							" = %g, want %g\n", rank,
-							(unsigned long long)n, op,
+						fprintf(stderr,
+							"rank %d n=%llu op %d: y[%llu]"
+							" = %g, want %g\n",
+							rank, (unsigned long long)n, op,
 							(unsigned long long)i, y[i],
 							exact[i] * scale);
 						return 13;
 					}
 				}
 			} else if ((err = rel_l2(y, exact, n, scale)) > a->bound) {
-				fprintf(stderr, "rank %d codec %s n=%llu op %d: rel err %g > "
-					"%g\n", rank, a->codec, (unsigned long long)n, op,
-					err, a->bound);
+				fprintf(stderr,
+					"rank %d codec %s n=%llu op %d: rel err %g > "
+					"%g\n",
+					rank, a->codec, (unsigned long long)n, op, err, a->bound);
 				return 14;
 			}
 			if (record(a, "ar", rank, y, n * 4))
@@ -237,12 +241,11 @@ static int body_allreduce(int rank, int size, const char *dir, void *arg)
 		if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, GW_CTX_LOSSY))
 			return 19;
 		gw_ctx_stats(ctx, (rank + 1) % size, &s1);
-		ratio = (double)(s1.raw_sent - s0.raw_sent) /
-			(double)(s1.wire_sent - s0.wire_sent);
+		ratio = (double)(s1.raw_sent - s0.raw_sent) / (double)(s1.wire_sent - s0.wire_sent);
 		free(y);
 		if (ratio < a->wire) {
-			fprintf(stderr, "rank %d codec %s: wire ratio %.2f < %.2f\n",
-				rank, a->codec, ratio, a->wire);
+			fprintf(stderr, "rank %d codec %s: wire ratio %.2f < %.2f\n", rank,
+				a->codec, ratio, a->wire);
 			return 20;
 		}
 	}
@@ -259,8 +262,8 @@ static void run(int size, int limit_s, tp_body body, struct coll_arg *a)
 		if (r == a->kill_rank)
 			continue;
 		if (codes[r])
-			printf("\n  %s, %d ranks: rank %d exited %d\n",
-			       a->codec ? a->codec : "-", size, r, codes[r]);
+			printf("\n  %s, %d ranks: rank %d exited %d\n", a->codec ? a->codec : "-",
+			       size, r, codes[r]);
 		CU_ASSERT_EQUAL(codes[r], 0);
 	}
 }
@@ -270,9 +273,13 @@ static void allreduce_codec(const char *codec, double bound, double wire)
 	for (int size = 1; size <= 5; size++) {
 		/* Pipelined in segments that do not divide the chunks (3 to 5
 		 * ranks), and whole chunks (1, 2 ranks). */
-		struct coll_arg a = { .codec = codec, .bound = bound, .wire = wire,
-				      .kill_rank = -1, .seg = size > 2 ? 8188 : 0,
-				      .sizes = { 0, 1, 7, 1000, 65537 }, .nsizes = 5 };
+		struct coll_arg a = { .codec = codec,
+				      .bound = bound,
+				      .wire = wire,
+				      .kill_rank = -1,
+				      .seg = size > 2 ? 8188 : 0,
+				      .sizes = { 0, 1, 7, 1000, 65537 },
+				      .nsizes = 5 };
 
 		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
 		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
@@ -282,12 +289,24 @@ static void allreduce_codec(const char *codec, double bound, double wire)
 	}
 }
 
-static void test_allreduce_none(void) { allreduce_codec("none", 0, 0); }
-static void test_allreduce_fp16(void) { allreduce_codec("fp16", 1e-2, 1.9); }
-static void test_allreduce_int8(void) { allreduce_codec("int8", 5e-2, 3.5); }
+static void test_allreduce_none(void)
+{
+	allreduce_codec("none", 0, 0);
+}
+static void test_allreduce_fp16(void)
+{
+	allreduce_codec("fp16", 1e-2, 1.9);
+}
+static void test_allreduce_int8(void)
+{
+	allreduce_codec("int8", 5e-2, 3.5);
+}
 /* Top-k keeps a tenth per hop: the result is finite and identical; how close
  * it gets over steps is the error-feedback test's business. */
-static void test_allreduce_topk(void) { allreduce_codec("topk:ratio=0.1", 1e9, 0); }
+static void test_allreduce_topk(void)
+{
+	allreduce_codec("topk:ratio=0.1", 1e9, 0);
+}
 
 /* ---- allgather, broadcast, barrier: exact ------------------------------------ */
 
@@ -346,7 +365,7 @@ static int body_exact(int rank, int size, const char *dir, void *arg)
 			return 30;
 		fclose(f);
 		if (rank == size - 1)
-			usleep(200000);	/* the last one is late */
+			usleep(200000); /* the last one is late */
 		rc = gw_coll_barrier(c);
 		if (rc)
 			return 31;
@@ -371,8 +390,7 @@ static void test_exact(void)
 		run(size, 60, body_exact, &a);
 		for (int round = 0; round < 3; round++) {
 			for (int r = 0; r < size; r++) {
-				snprintf(path, sizeof(path), "%s/arrived-%d-%d", a.dir,
-					 round, r);
+				snprintf(path, sizeof(path), "%s/arrived-%d-%d", a.dir, round, r);
 				unlink(path);
 			}
 		}
@@ -409,10 +427,9 @@ static int body_feedback(int rank, int size, const char *dir, void *arg)
 		for (int k = 0; k < 2; k++) {
 			double e = 0, t = 0;
 
-			tu_fill(y, EF_N, seed_of(rank, EF_N, k * 5));	/* the same gradient */
+			tu_fill(y, EF_N, seed_of(rank, EF_N, k * 5)); /* the same gradient */
 			if (k == 0 ? gw_coll_allreduce(c, y, EF_N, GW_COLL_SUM, GW_CTX_LOSSY)
-				   : gw_coll_allreduce_id(c, 7, y, EF_N, GW_COLL_SUM,
-							  GW_CTX_LOSSY))
+				   : gw_coll_allreduce_id(c, 7, y, EF_N, GW_COLL_SUM, GW_CTX_LOSSY))
 				return 11;
 			for (int i = 0; i < EF_N; i++) {
 				avg[k][i] += (y[i] - avg[k][i]) / s;
@@ -426,8 +443,8 @@ static int body_feedback(int rank, int size, const char *dir, void *arg)
 	}
 	if (rank == 0)
 		printf("\n  topk:ratio=0.1, %d ranks: rel err %.3f, %.3f after 1 step, "
-		       "%.4f, %.4f averaged over %d ", size, e1[0], e1[1], e30[0],
-		       e30[1], EF_STEPS);
+		       "%.4f, %.4f averaged over %d ",
+		       size, e1[0], e1[1], e30[0], e30[1], EF_STEPS);
 	for (int k = 0; k < 2; k++)
 		if (!(e1[k] > 0.05) || !(e30[k] < e1[k] / 3))
 			return 12;
@@ -499,8 +516,11 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 			run_in[i] += sum[i] / size;
 		}
 		if (rank == 0)
-			printf("%s%.3f", step ? " " : "\n  random data, AVG, "
-			       "relative error by step: ", err);
+			printf("%s%.3f",
+			       step ? " "
+				    : "\n  random data, AVG, "
+				      "relative error by step: ",
+			       err);
 		if (err > 1.5 || record(a, "lr", rank, y, N * 4))
 			return 15;
 	}
@@ -524,8 +544,8 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 
 		if (rank == 0)
 			printf("\n  wire bytes per step to the next rank: %.0f "
-			       "(tensor %d bytes: ratio %.1f)", per_step, N * 4,
-			       N * 4.0 / per_step);
+			       "(tensor %d bytes: ratio %.1f)",
+			       per_step, N * 4, N * 4.0 / per_step);
 		if (per_step > 2.0 * (ROWS + COLS) * 4 * 4 + 2048)
 			return 16;
 	}
@@ -642,15 +662,14 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rank == a->kill_rank)
-		return 12;	/* the call outlived the killer */
+		return 12; /* the call outlived the killer */
 	if (!rc || call != a->kill_call)
-		return 20;	/* the death went unnoticed, or was noticed early */
+		return 20; /* the death went unnoticed, or was noticed early */
 	/* Later calls fail fast with the same error. */
-	if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0) != rc ||
-	    gw_coll_barrier(c) != rc)
+	if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0) != rc || gw_coll_barrier(c) != rc)
 		return 21;
 	if (t1.tv_sec - t0.tv_sec > 2 * a->timeout_ms / 1000 + 2)
-		return 22;	/* not within the timeout */
+		return 22; /* not within the timeout */
 	free(y);
 	close_coll(c, ctx, st);
 	return 0;
@@ -658,8 +677,11 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 
 static void test_killed(void)
 {
-	struct coll_arg a = { .codec = "int8", .kill_rank = 1, .kill_call = 2,
-			      .kill_ms = 5, .timeout_ms = 3000,
+	struct coll_arg a = { .codec = "int8",
+			      .kill_rank = 1,
+			      .kill_call = 2,
+			      .kill_ms = 5,
+			      .timeout_ms = 3000,
 			      .seg = 256 << 10 };
 	char path[128], text[4096];
 	int named = 0;
@@ -683,12 +705,12 @@ static void test_killed(void)
 
 struct disagree {
 	const char *what;
-	int odd;		/* the rank that calls differently */
-	uint32_t id, odd_id;	/* tensor ids of the first mismatched call */
+	int odd;	     /* the rank that calls differently */
+	uint32_t id, odd_id; /* tensor ids of the first mismatched call */
 	uint64_t n, odd_n;
 	int op, odd_op;
 	unsigned flags, odd_flags;
-	const char *want;	/* in gw_coll_error() on every rank */
+	const char *want; /* in gw_coll_error() on every rank */
 };
 
 static const struct disagree *disagree_case;
@@ -718,8 +740,7 @@ static int body_disagree(int rank, int size, const char *dir, void *arg)
 	if (gw_coll_allreduce_id(c, d->id, y, d->n, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 11;
 	t0 = gw_now_ms();
-	rc = gw_coll_allreduce_id(c, odd ? d->odd_id : d->id, y, n,
-				  odd ? d->odd_op : d->op,
+	rc = gw_coll_allreduce_id(c, odd ? d->odd_id : d->id, y, n, odd ? d->odd_op : d->op,
 				  odd ? d->odd_flags : d->flags);
 	if (rc != -EINVAL) {
 		fprintf(stderr, "rank %d, %s: %s\n", rank, d->what, gw_strerror(rc));
@@ -749,8 +770,8 @@ static void test_disagree(void)
 		  "allreduce #1: rank 0 reduces tensor id 7 (1000 values), rank 1 "
 		  "tensor id 8 (1000 values): the ranks call allreduce on different "
 		  "tensors or in different orders" },
-		{ "op", 1, 7, 7, 1000, 1000, GW_COLL_SUM, GW_COLL_AVG, GW_CTX_LOSSY,
-		  GW_CTX_LOSSY, "allreduce #1 of tensor id 7: rank 0 asks for sum, "
+		{ "op", 1, 7, 7, 1000, 1000, GW_COLL_SUM, GW_COLL_AVG, GW_CTX_LOSSY, GW_CTX_LOSSY,
+		  "allreduce #1 of tensor id 7: rank 0 asks for sum, "
 		  "rank 1 for avg" },
 		{ "lossy flag", 2, 7, 7, 1000, 1000, 0, 0, GW_CTX_LOSSY, 0,
 		  "allreduce #1 of tensor id 7: rank 0 allows lossy compression "

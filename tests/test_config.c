@@ -43,19 +43,20 @@ static void test_values(void)
 	struct gw_config c;
 	char err[512];
 
-	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_CODEC=topk:ratio=0.05,int8:bucket=64,"
-			     "rounding=stochastic,none", "GRADWIRE_MAC=required", err), 0);
+	CU_ASSERT_EQUAL(load(&c,
+			     "GRADWIRE_CODEC=topk:ratio=0.05,int8:bucket=64,"
+			     "rounding=stochastic,none",
+			     "GRADWIRE_MAC=required", err),
+			0);
 	CU_ASSERT_STRING_EQUAL(c.codec, "topk:ratio=0.05,int8:bucket=64,rounding=stochastic,none");
 	CU_ASSERT_EQUAL(c.mac, GW_MAC_REQUIRED);
 	for (size_t i = 0; i < gw_config_count(); i++)
 		if (!strcmp(gw_config_param(i)->name, "GRADWIRE_MAC"))
 			CU_ASSERT_STRING_EQUAL(c.src[i], "environment");
-	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_MIN_COMPRESS_BYTES=4K",
-			     "GRADWIRE_STATS=yes", err), 0);
+	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_MIN_COMPRESS_BYTES=4K", "GRADWIRE_STATS=yes", err), 0);
 	CU_ASSERT_EQUAL(c.min_compress_bytes, 4096);
 	CU_ASSERT_TRUE(c.stats);
-	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_PROVIDER=tcp;ofi_rxm", "GRADWIRE_LOG=debug",
-			     err), 0);
+	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_PROVIDER=tcp;ofi_rxm", "GRADWIRE_LOG=debug", err), 0);
 	CU_ASSERT_STRING_EQUAL(c.provider, "tcp;ofi_rxm");
 	CU_ASSERT_EQUAL(c.log, GW_LOG_DEBUG);
 	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_MAC_ALGS=hmac-sha256", "OTHER=1", err), 0);

@@ -22,19 +22,30 @@
 /* Specs every implementation of a codec is run with. */
 static const char *const specs[] = {
 	"none",
-	"fp16", "bf16",
-	"int8", "int8:bucket=7", "int8:bucket=64,rounding=stochastic,seed=9",
-	"onebit", "onebit:bucket=5", "onebit:bucket=24",
-	"topk", "topk:ratio=0.3", "topk:ratio=1",
-	"randomk", "randomk:ratio=0.5,seed=3",
-	"powersgd", "powersgd:rank=1", "powersgd:rank=8,seed=5,min_factor=1",
-	"powersgd:rank=2,warmup=1", "powersgd:rank=3,cols=5,min_factor=1.5",
+	"fp16",
+	"bf16",
+	"int8",
+	"int8:bucket=7",
+	"int8:bucket=64,rounding=stochastic,seed=9",
+	"onebit",
+	"onebit:bucket=5",
+	"onebit:bucket=24",
+	"topk",
+	"topk:ratio=0.3",
+	"topk:ratio=1",
+	"randomk",
+	"randomk:ratio=0.5,seed=3",
+	"powersgd",
+	"powersgd:rank=1",
+	"powersgd:rank=8,seed=5,min_factor=1",
+	"powersgd:rank=2,warmup=1",
+	"powersgd:rank=3,cols=5,min_factor=1.5",
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
-static const uint64_t sizes[] = { 0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33,
-				  63, 64, 65, 127, 129, 255, 511, 512, 513,
-				  1000, 4097, 65537, 300007 };
+static const uint64_t sizes[] = { 0,   1,   2,	 3,   7,    8,	  9,	 15,	16,
+				  17,  31,  32,	 33,  63,   64,	  65,	 127,	129,
+				  255, 511, 512, 513, 1000, 4097, 65537, 300007 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 enum { DATA_NORMAL, DATA_HARD, DATA_NONFINITE, DATA_KINDS };
@@ -42,7 +53,7 @@ enum { DATA_NORMAL, DATA_HARD, DATA_NONFINITE, DATA_KINDS };
 struct run {
 	uint8_t *pay;
 	ssize_t len;
-	float *res;	/* residual out (EF) */
+	float *res; /* residual out (EF) */
 };
 
 struct bufs {
@@ -63,18 +74,17 @@ static void fill(float *x, uint64_t n, int kind, uint64_t seed)
 }
 
 /* Encode with c from a zeroed state. */
-static ssize_t encode(const struct gw_codec *c, struct bufs *b, const float *x,
-		      const float *r, float *rout, uint64_t n, uint8_t *out,
-		      size_t cap)
+static ssize_t encode(const struct gw_codec *c, struct bufs *b, const float *x, const float *r,
+		      float *rout, uint64_t n, uint8_t *out, size_t cap)
 {
 	size_t ss = gw_codec_state_size(c, n), sc = gw_codec_scratch_size(c, n);
 
 	CU_ASSERT_FATAL(ss <= b->state_cap && sc <= b->scratch_cap);
 	memset(b->state, 0, ss);
 	if (r)
-		memcpy(rout, r, (size_t)n * 4);	/* in place: res == res_out */
-	return gw_payload_encode(c, b->state, b->scratch, x, r ? rout : NULL,
-				 r ? rout : NULL, n, out, cap);
+		memcpy(rout, r, (size_t)n * 4); /* in place: res == res_out */
+	return gw_payload_encode(c, b->state, b->scratch, x, r ? rout : NULL, r ? rout : NULL, n,
+				 out, cap);
 }
 
 /* Half an ulp of a format with `bits` mantissa bits at |v|, at least `min`. */
@@ -104,8 +114,7 @@ static float maxabs(const float *y, uint64_t lo, uint64_t hi)
  * PowerSGD: P P^T M is an orthogonal projection of M, so the error norm is at
  * most the input norm; a step with NaN/Inf travels raw (finite values exact).
  */
-static void check_bound_powersgd(const float *y, const float *dec, uint64_t n,
-				 uint32_t flags)
+static void check_bound_powersgd(const float *y, const float *dec, uint64_t n, uint32_t flags)
 {
 	double ey = 0, ee = 0;
 	int exact = 1;
@@ -123,8 +132,8 @@ static void check_bound_powersgd(const float *y, const float *dec, uint64_t n,
 }
 
 /* The stated error bound of each codec (docs/codecs.md, "Error bound"). */
-static void check_bound(const struct gw_codec *c, const float *y,
-			const float *dec, uint64_t n, int ef, uint32_t flags)
+static void check_bound(const struct gw_codec *c, const float *y, const float *dec, uint64_t n,
+			int ef, uint32_t flags)
 {
 	const struct gw_codec_params *p = &c->p;
 	uint64_t sent = 0, finite = 0;
@@ -144,7 +153,7 @@ static void check_bound(const struct gw_codec *c, const float *y,
 		case GW_CODEC_FP16:
 			if (fabsf(v) >= 65520.0f)
 				ok = fabsf(d) == 65504.0f && (flags & GW_PF_SATURATED);
-			else	/* half an fp16 ulp; 2^-25 below the normal range */
+			else /* half an fp16 ulp; 2^-25 below the normal range */
 				ok = e <= half_ulp(v, 11, 0x1p-25f);
 			break;
 		case GW_CODEC_BF16:
@@ -155,13 +164,14 @@ static void check_bound(const struct gw_codec *c, const float *y,
 			break;
 		case GW_CODEC_INT8: {
 			uint64_t lo = i / p->bucket * p->bucket;
-			float scale = maxabs(y, lo, lo + p->bucket < n ? lo + p->bucket : n) / 127.0f;
+			float scale =
+				maxabs(y, lo, lo + p->bucket < n ? lo + p->bucket : n) / 127.0f;
 			float lim = p->rounding == GW_ROUND_NEAREST ? 0.5f * scale : scale;
 
 			ok = e <= lim * (1 + 0x1p-18f) + ulp(v);
 			break;
 		}
-		case GW_CODEC_ONEBIT:	/* the sign survives; zero is positive */
+		case GW_CODEC_ONEBIT: /* the sign survives; zero is positive */
 			ok = (v >= 0) == (d >= 0) && !gw_nonfinite(d);
 			break;
 		case GW_CODEC_TOPK:
@@ -173,21 +183,19 @@ static void check_bound(const struct gw_codec *c, const float *y,
 				max_unsent = fmaxf(max_unsent, fabsf(v));
 			}
 			break;
-		case GW_CODEC_POWERSGD:	/* finite; the norm is checked below */
+		case GW_CODEC_POWERSGD: /* finite; the norm is checked below */
 			ok = !gw_nonfinite(d);
 			break;
-		case GW_CODEC_RANDOMK:	/* sent values are y (EF) or y / p */
+		case GW_CODEC_RANDOMK: /* sent values are y (EF) or y / p */
 			if (d != 0) {
 				sent++;
-				ok = ef ? gw_f2u(d) == gw_f2u(v)
-					: fabsf(d) >= fabsf(v);
+				ok = ef ? gw_f2u(d) == gw_f2u(v) : fabsf(d) >= fabsf(v);
 			}
 			break;
 		}
 		if (!ok)
-			printf("\n  %s n=%llu i=%llu: y=%a decoded=%a out of bound\n",
-			       c->ops->impl, (unsigned long long)n,
-			       (unsigned long long)i, v, d);
+			printf("\n  %s n=%llu i=%llu: y=%a decoded=%a out of bound\n", c->ops->impl,
+			       (unsigned long long)n, (unsigned long long)i, v, d);
 	}
 	CU_ASSERT(ok);
 	if (c->ops->id == GW_CODEC_POWERSGD)
@@ -203,8 +211,8 @@ static void check_bound(const struct gw_codec *c, const float *y,
 		CU_ASSERT(sent <= (uint64_t)ceil(p->ratio * (double)n) + 1);
 }
 
-static void check_one(const char *spec, const struct gw_codec_ops *impl,
-		      struct bufs *b, uint64_t n, int kind, int ef)
+static void check_one(const char *spec, const struct gw_codec_ops *impl, struct bufs *b, uint64_t n,
+		      int kind, int ef)
 {
 	struct gw_codec c, g;
 	char err[128];
@@ -219,7 +227,7 @@ static void check_one(const char *spec, const struct gw_codec_ops *impl,
 
 	fill(b->x, n, kind, n * 31 + (uint64_t)kind);
 	if (ef)
-		tu_fill(b->r, n, n + 77);	/* a residual of a previous step */
+		tu_fill(b->r, n, n + 77); /* a residual of a previous step */
 
 	len = encode(&c, b, b->x, ef ? b->r : NULL, b->dec2, n, b->pay, b->cap);
 	if (len == -ENOSYS) {
@@ -235,23 +243,22 @@ static void check_one(const char *spec, const struct gw_codec_ops *impl,
 			first_nf = i;
 	}
 	if (ef)
-		memcpy(b->acc, b->dec2, (size_t)n * 4);	/* keep r_new */
+		memcpy(b->acc, b->dec2, (size_t)n * 4); /* keep r_new */
 
 	/* Identical to the generic implementation: bytes and residual. */
 	glen = encode(&g, b, b->x, ef ? b->r : NULL, b->dec2, n, b->pay2, b->cap);
 	CU_ASSERT_EQUAL(glen, len);
 	if (glen == len && memcmp(b->pay, b->pay2, (size_t)len)) {
-		printf("\n  %s '%s' n=%llu kind=%d ef=%d: bytes differ from %s\n",
-		       impl->impl, spec, (unsigned long long)n, kind, ef,
-		       g.ops->impl);
+		printf("\n  %s '%s' n=%llu kind=%d ef=%d: bytes differ from %s\n", impl->impl, spec,
+		       (unsigned long long)n, kind, ef, g.ops->impl);
 		CU_FAIL("bytes differ from the generic implementation");
 	}
 	if (ef)
 		CU_ASSERT_EQUAL(memcmp(b->acc, b->dec2, (size_t)n * 4), 0);
 
 	/* One byte short never overruns. */
-	CU_ASSERT_EQUAL(encode(&c, b, b->x, ef ? b->r : NULL, b->dec2, n, b->pay2,
-			       (size_t)len - 1), -ENOSPC);
+	CU_ASSERT_EQUAL(encode(&c, b, b->x, ef ? b->r : NULL, b->dec2, n, b->pay2, (size_t)len - 1),
+			-ENOSPC);
 
 	/* Non-finite input is flagged, and the first one is recorded; `none`
 	 * carries every value as itself and never adds the record. */
@@ -294,9 +301,9 @@ static void check_one(const char *spec, const struct gw_codec_ops *impl,
 			if (ok && gw_nonfinite(b->y[i]))
 				ok = rn == 0;
 			if (!ok)
-				printf("\n  %s '%s' n=%llu i=%llu: y=%a dec=%a r=%a\n",
-				       impl->impl, spec, (unsigned long long)n,
-				       (unsigned long long)i, b->y[i], b->dec[i], rn);
+				printf("\n  %s '%s' n=%llu i=%llu: y=%a dec=%a r=%a\n", impl->impl,
+				       spec, (unsigned long long)n, (unsigned long long)i, b->y[i],
+				       b->dec[i], rn);
 		}
 		CU_ASSERT(ok);
 	}
@@ -322,10 +329,16 @@ static void test_walk_table(void)
 
 	b.cap = 64 + 16 * nmax;
 	b.state_cap = b.scratch_cap = 64 * nmax + (1 << 20);
-	b.x = tu_alloc(nmax * 4); b.r = tu_alloc(nmax * 4); b.y = tu_alloc(nmax * 4);
-	b.dec = tu_alloc(nmax * 4); b.dec2 = tu_alloc(nmax * 4); b.acc = tu_alloc(nmax * 4);
-	b.pay = tu_alloc(b.cap); b.pay2 = tu_alloc(b.cap);
-	b.state = tu_alloc(b.state_cap); b.scratch = tu_alloc(b.scratch_cap);
+	b.x = tu_alloc(nmax * 4);
+	b.r = tu_alloc(nmax * 4);
+	b.y = tu_alloc(nmax * 4);
+	b.dec = tu_alloc(nmax * 4);
+	b.dec2 = tu_alloc(nmax * 4);
+	b.acc = tu_alloc(nmax * 4);
+	b.pay = tu_alloc(b.cap);
+	b.pay2 = tu_alloc(b.cap);
+	b.state = tu_alloc(b.state_cap);
+	b.scratch = tu_alloc(b.scratch_cap);
 
 	for (size_t t = 0; t < gw_codec_count(); t++) {
 		const struct gw_codec_ops *impl = gw_codec_at(t);
@@ -344,15 +357,21 @@ static void test_walk_table(void)
 			for (size_t z = 0; z < NSIZES; z++)
 				for (int kind = 0; kind < DATA_KINDS; kind++)
 					for (int ef = 0; ef < 2; ef++)
-						check_one(specs[s], impl, &b,
-							  sizes[z], kind, ef);
+						check_one(specs[s], impl, &b, sizes[z], kind, ef);
 		}
 	}
-	printf("\n  %u implementations checked, %u skipped (CPU)\n",
-	       checked_impls, skipped_impls);
+	printf("\n  %u implementations checked, %u skipped (CPU)\n", checked_impls, skipped_impls);
 	CU_ASSERT(checked_impls >= 8);
-	free(b.x); free(b.r); free(b.y); free(b.dec); free(b.dec2); free(b.acc);
-	free(b.pay); free(b.pay2); free(b.state); free(b.scratch);
+	free(b.x);
+	free(b.r);
+	free(b.y);
+	free(b.dec);
+	free(b.dec2);
+	free(b.acc);
+	free(b.pay);
+	free(b.pay2);
+	free(b.state);
+	free(b.scratch);
 }
 
 /* Golden vectors: a fixed input, each spec's payload as committed. */
@@ -368,7 +387,7 @@ static void test_golden(void)
 	if (!dir)
 		tu_skip("GW_VECTORS is not set (meson test sets it)");
 	tu_fill_hard(x, GN, 7, 1);
-	tu_fill_hard(xf, GN, 7, 0);	/* PowerSGD sends NaN/Inf steps raw */
+	tu_fill_hard(xf, GN, 7, 0); /* PowerSGD sends NaN/Inf steps raw */
 	for (size_t s = 0; s < NSPECS; s++) {
 		struct gw_codec c;
 		char err[128], path[512], name[64];

@@ -27,30 +27,33 @@
 
 struct conn_arg {
 	const char *codec, *codec_local;
-	const char *codec_r[8];	/* per rank codec list, overriding codec */
+	const char *codec_r[8]; /* per rank codec list, overriding codec */
 	const char *provider, *iface;
 	int mac_mode;
-	int mac_r[8];		/* per rank MAC mode + 1, overriding mac_mode */
-	const char *key[8];	/* per rank key file, NULL for none */
+	int mac_r[8];	    /* per rank MAC mode + 1, overriding mac_mode */
+	const char *key[8]; /* per rank key file, NULL for none */
 	bool fallback;
-	uint64_t host[8];	/* per rank host id (0: the real one) */
+	uint64_t host[8]; /* per rank host id (0: the real one) */
 	uint16_t version[8];
-	uint64_t seg_r[8];	/* per rank GRADWIRE_SEGMENT_BYTES to agree on (0: none) */
+	uint64_t seg_r[8]; /* per rank GRADWIRE_SEGMENT_BYTES to agree on (0: none) */
 	uint64_t sizes[8];
 	int nsizes, steps;
-	int want_rc;		/* gw_ctx_create's expected result */
-	const char *want_err;	/* ...and a piece of its message */
-	int kill_rank;		/* rank that dies mid-transfer, or -1 */
-	int messages;		/* long run */
-	bool zerocopy;		/* exchange: exact sends with GW_CTX_ZEROCOPY */
+	int want_rc;	      /* gw_ctx_create's expected result */
+	const char *want_err; /* ...and a piece of its message */
+	int kill_rank;	      /* rank that dies mid-transfer, or -1 */
+	int messages;	      /* long run */
+	bool zerocopy;	      /* exchange: exact sends with GW_CTX_ZEROCOPY */
 	char keydir[64];
 };
 
 static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 {
 	struct tp_env env = { a->provider ? a->provider : tp_net_provider(),
-			      a->provider ? a->iface : "lo", false, GW_LOG_ERROR,
-			      TIMEOUT_MS, 0 };
+			      a->provider ? a->iface : "lo",
+			      false,
+			      GW_LOG_ERROR,
+			      TIMEOUT_MS,
+			      0 };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
 
 	c.codec = a->codec_r[rank] ? a->codec_r[rank] : a->codec;
@@ -68,9 +71,8 @@ static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 	return c;
 }
 
-static struct gw_ctx *open_ctx(const struct conn_arg *a, int rank, int size,
-			       const char *dir, struct gw_store **st, int *rc,
-			       char *err, size_t errlen)
+static struct gw_ctx *open_ctx(const struct conn_arg *a, int rank, int size, const char *dir,
+			       struct gw_store **st, int *rc, char *err, size_t errlen)
 {
 	struct gw_ctx_cfg cfg = ctx_cfg(a, rank);
 	struct gw_ctx *ctx = NULL;
@@ -80,9 +82,10 @@ static struct gw_ctx *open_ctx(const struct conn_arg *a, int rank, int size,
 		return NULL;
 	*rc = gw_ctx_create(&cfg, rank, size, *st, &ctx, err, errlen);
 	/* Only loopback: a rank whose endpoint is elsewhere stops here. */
-	if (!*rc && tp_check_loopback(gw_ctx_tp(ctx), &(struct tp_env){
-		    .provider = a->provider ? a->provider : tp_net_provider(),
-		    .iface = a->provider ? a->iface : "lo" })) {
+	if (!*rc && tp_check_loopback(gw_ctx_tp(ctx),
+				      &(struct tp_env){ .provider = a->provider ? a->provider
+										: tp_net_provider(),
+							.iface = a->provider ? a->iface : "lo" })) {
 		gw_ctx_destroy(ctx);
 		ctx = NULL;
 		*rc = -EADDRNOTAVAIL;
@@ -122,7 +125,7 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 		uint8_t *pay, *state, *state2;
 		void *scratch;
 
-		if (n * 4 < 4096 || !c.ops->lossy || a->zerocopy)	/* exact */
+		if (n * 4 < 4096 || !c.ops->lossy || a->zerocopy) /* exact */
 			gw_codec_init(&c, gw_codec_find("none"));
 		cap = gw_payload_bound(&c, n);
 		pay = tu_alloc(cap);
@@ -138,13 +141,13 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 			ssize_t len;
 
 			data_of(x, n, rank, s);
-			if (a->zerocopy && s == 1)	/* the non-finite record */
+			if (a->zerocopy && s == 1) /* the non-finite record */
 				x[n / 3] = NAN;
 			rc = gw_ctx_irecv(ctx, prev, (uint32_t)z + 1, y, n,
 					  a->zerocopy ? GW_CTX_ZEROCOPY : 0, &req[0]);
-			if (!rc && a->zerocopy) {	/* gathered from x */
-				rc = gw_ctx_isend(ctx, next, (uint32_t)z + 1, x, n,
-						  GW_CTX_ZEROCOPY, &req[1]);
+			if (!rc && a->zerocopy) { /* gathered from x */
+				rc = gw_ctx_isend(ctx, next, (uint32_t)z + 1, x, n, GW_CTX_ZEROCOPY,
+						  &req[1]);
 				memcpy(sent, x, n * 4);
 			} else if (!rc) {
 				rc = gw_ctx_isend_sent(ctx, next, (uint32_t)z + 1, x, n,
@@ -158,21 +161,21 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 				return 11;
 			}
 			/* What we sent is what our own mirror decodes. */
-			len = gw_payload_encode(&c, state2, scratch, x, r2.buf, r2.buf,
-						n, pay, cap);
+			len = gw_payload_encode(&c, state2, scratch, x, r2.buf, r2.buf, n, pay,
+						cap);
 			if (len < 0 || gw_payload_decode(pay, (size_t)len, want, n) ||
 			    memcmp(want, sent, n * 4)) {
-				fprintf(stderr, "rank %d codec %s n=%llu step %d: sent "
-					"differs from the mirror\n", rank, c.ops->name,
-					(unsigned long long)n, s);
+				fprintf(stderr,
+					"rank %d codec %s n=%llu step %d: sent "
+					"differs from the mirror\n",
+					rank, c.ops->name, (unsigned long long)n, s);
 				return 15;
 			}
 			/* Mirror prev's encoder: same data, same residual history. */
 			data_of(x, n, prev, s);
 			if (a->zerocopy && s == 1)
 				x[n / 3] = NAN;
-			len = gw_payload_encode(&c, state, scratch, x, r.buf, r.buf, n,
-						pay, cap);
+			len = gw_payload_encode(&c, state, scratch, x, r.buf, r.buf, n, pay, cap);
 			if (len < 0 || gw_payload_decode(pay, (size_t)len, want, n))
 				return 12;
 			if (memcmp(want, y, n * 4)) {
@@ -180,16 +183,18 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 
 				while (i < n && gw_f2u(want[i]) == gw_f2u(y[i]))
 					i++;
-				fprintf(stderr, "rank %d codec %s n=%llu step %d: y[%llu]=%a,"
-					" want %a\n", rank, c.ops->name, (unsigned long long)n,
-					s, (unsigned long long)i, y[i], want[i]);
+				fprintf(stderr,
+					"rank %d codec %s n=%llu step %d: y[%llu]=%a,"
+					" want %a\n",
+					rank, c.ops->name, (unsigned long long)n, s,
+					(unsigned long long)i, y[i], want[i]);
 				return 13;
 			}
 		}
 		gw_residual_fini(&r);
 		gw_residual_fini(&r2);
-		free(x), free(y), free(want), free(sent), free(pay), free(state),
-			free(state2), free(scratch);
+		free(x), free(y), free(want), free(sent), free(pay), free(state), free(state2),
+			free(scratch);
 	}
 	{
 		struct gw_conn_stats s;
@@ -221,18 +226,27 @@ static void run(int size, int limit_s, tp_body body, struct conn_arg *a, int wan
 }
 
 static const char *const codecs[] = {
-	"none", "fp16", "bf16", "int8", "int8:rounding=stochastic,bucket=100",
-	"onebit", "topk:ratio=0.01", "randomk:ratio=0.05",
-	"powersgd:rank=4", "powersgd:rank=16,warmup=1",
+	"none",
+	"fp16",
+	"bf16",
+	"int8",
+	"int8:rounding=stochastic,bucket=100",
+	"onebit",
+	"topk:ratio=0.01",
+	"randomk:ratio=0.05",
+	"powersgd:rank=4",
+	"powersgd:rank=16,warmup=1",
 };
 
 static void test_exchange_small(void)
 {
 	for (int size = 2; size <= 4; size += 2) {
 		for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++) {
-			struct conn_arg a = { .codec = codecs[i], .kill_rank = -1,
+			struct conn_arg a = { .codec = codecs[i],
+					      .kill_rank = -1,
 					      .sizes = { 1, 7, 1024, 4097, 262144 },
-					      .nsizes = 5, .steps = 3 };
+					      .nsizes = 5,
+					      .steps = 3 };
 
 			run(size, 60, body_exchange, &a, 0);
 		}
@@ -242,8 +256,11 @@ static void test_exchange_small(void)
 static void test_exchange_64mib(void)
 {
 	for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++) {
-		struct conn_arg a = { .codec = codecs[i], .kill_rank = -1,
-				      .sizes = { 16u << 20 }, .nsizes = 1, .steps = 2 };
+		struct conn_arg a = { .codec = codecs[i],
+				      .kill_rank = -1,
+				      .sizes = { 16u << 20 },
+				      .nsizes = 1,
+				      .steps = 2 };
 
 		run(2, 90, body_exchange, &a, 0);
 	}
@@ -251,8 +268,12 @@ static void test_exchange_64mib(void)
 
 static void test_shm(void)
 {
-	struct conn_arg a = { .codec = "int8", .provider = "shm", .kill_rank = -1,
-			      .sizes = { 1, 4097, 1 << 20 }, .nsizes = 3, .steps = 2 };
+	struct conn_arg a = { .codec = "int8",
+			      .provider = "shm",
+			      .kill_rank = -1,
+			      .sizes = { 1, 4097, 1 << 20 },
+			      .nsizes = 3,
+			      .steps = 2 };
 
 	run(2, 60, body_exchange, &a, 0);
 }
@@ -269,8 +290,8 @@ static int body_negotiate(int rank, int size, const char *dir, void *arg)
 	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
 
 	if (rc != a->want_rc || (a->want_err && !strstr(err, a->want_err))) {
-		fprintf(stderr, "rank %d: got %d '%s', want %d '%s'\n", rank, rc, err,
-			a->want_rc, a->want_err ? a->want_err : "");
+		fprintf(stderr, "rank %d: got %d '%s', want %d '%s'\n", rank, rc, err, a->want_rc,
+			a->want_err ? a->want_err : "");
 		return 20;
 	}
 	if (!rc) {
@@ -313,62 +334,83 @@ static void test_negotiation(void)
 
 	/* No common codec: both fail and name both lists. */
 	a = (struct conn_arg){ .codec_r = { "topk:ratio=0.01,int8", "fp16" },
-			       .kill_rank = -1, .want_rc = -ENOPROTOOPT,
+			       .kill_rank = -1,
+			       .want_rc = -ENOPROTOOPT,
 			       .want_err = "[fp16] (fallback off)" };
 	run(2, 30, body_negotiate, &a, 0);
 	/* Different lists: the lower rank's order decides. */
 	a = (struct conn_arg){ .codec_r = { "bf16,topk", "topk,bf16" },
-			       .kill_rank = -1, .want_rc = 0 };
+			       .kill_rank = -1,
+			       .want_rc = 0 };
 	CU_ASSERT_EQUAL(tp_run(2, 30, body_negotiate, &a, codes), 0);
 	CU_ASSERT_EQUAL(codes[0], 1 << 1);
 	CU_ASSERT_EQUAL(codes[1], 1 << 0);
 
 	/* Local vs remote: ranks 0 and 1 share a host, rank 2 does not. */
-	a = (struct conn_arg){ .codec = "int8", .codec_local = "none", .kill_rank = -1,
-			       .host = { 7, 7, 8 }, .want_rc = 0 };
+	a = (struct conn_arg){ .codec = "int8",
+			       .codec_local = "none",
+			       .kill_rank = -1,
+			       .host = { 7, 7, 8 },
+			       .want_rc = 0 };
 	CU_ASSERT_EQUAL(tp_run(3, 30, body_negotiate, &a, codes), 0);
-	CU_ASSERT_EQUAL(codes[0], 1 << 2);		/* 0-1 none, 0-2 int8 */
+	CU_ASSERT_EQUAL(codes[0], 1 << 2); /* 0-1 none, 0-2 int8 */
 	CU_ASSERT_EQUAL(codes[1], 1 << 2);
 	CU_ASSERT_EQUAL(codes[2], (1 << 0) | (1 << 1));
 
 	/* MAC required on one side, off on the other. */
-	a = (struct conn_arg){ .codec = "fp16", .key = { k1, k1 }, .kill_rank = -1,
+	a = (struct conn_arg){ .codec = "fp16",
+			       .key = { k1, k1 },
+			       .kill_rank = -1,
 			       .mac_r = { GW_MAC_REQUIRED + 1, GW_MAC_OFF + 1 },
-			       .want_rc = -EACCES, .want_err = "has it off" };
+			       .want_rc = -EACCES,
+			       .want_err = "has it off" };
 	run(2, 30, body_negotiate, &a, 0);
 
 	/* Two different keys: FINISHED fails on both sides. */
-	a = (struct conn_arg){ .codec = "fp16", .mac_mode = GW_MAC_REQUIRED,
-			       .key = { k1, k2 }, .kill_rank = -1,
-			       .want_rc = -EKEYREJECTED, .want_err = "different keys" };
+	a = (struct conn_arg){ .codec = "fp16",
+			       .mac_mode = GW_MAC_REQUIRED,
+			       .key = { k1, k2 },
+			       .kill_rank = -1,
+			       .want_rc = -EKEYREJECTED,
+			       .want_err = "different keys" };
 	run(2, 30, body_negotiate, &a, 0);
 
 	/* Version skew: rank 1 speaks a newer protocol. */
-	a = (struct conn_arg){ .codec = "fp16", .version = { 0, GW_HS_VERSION + 1 },
+	a = (struct conn_arg){ .codec = "fp16",
+			       .version = { 0, GW_HS_VERSION + 1 },
 			       .kill_rank = -1,
-			       .want_rc = -EPROTONOSUPPORT, .want_err = "version skew" };
+			       .want_rc = -EPROTONOSUPPORT,
+			       .want_err = "version skew" };
 	run(2, 30, body_negotiate, &a, 0);
 
 	/* Values the collectives assume equal: a difference fails every
 	 * rank's context, naming the variable and both values. */
-	a = (struct conn_arg){ .codec = "fp16", .seg_r = { 1 << 20, 65536 },
-			       .kill_rank = -1, .want_rc = -EINVAL,
+	a = (struct conn_arg){ .codec = "fp16",
+			       .seg_r = { 1 << 20, 65536 },
+			       .kill_rank = -1,
+			       .want_rc = -EINVAL,
 			       .want_err = "GRADWIRE_SEGMENT_BYTES differs: rank 0 has "
 					   "1048576, rank 1 has 65536" };
 	run(2, 30, body_negotiate, &a, 0);
-	a = (struct conn_arg){ .codec = "fp16", .seg_r = { 4096, 4096, 8192 },
-			       .kill_rank = -1, .want_rc = -EINVAL,
+	a = (struct conn_arg){ .codec = "fp16",
+			       .seg_r = { 4096, 4096, 8192 },
+			       .kill_rank = -1,
+			       .want_rc = -EINVAL,
 			       .want_err = "rank 2 has 8192 (every rank must set the same)" };
 	run(3, 30, body_negotiate, &a, 0);
 	/* Equal values connect. */
-	a = (struct conn_arg){ .codec = "none", .seg_r = { 4096, 4096, 4096 },
-			       .kill_rank = -1, .want_rc = 0 };
+	a = (struct conn_arg){
+		.codec = "none", .seg_r = { 4096, 4096, 4096 }, .kill_rank = -1, .want_rc = 0
+	};
 	run(3, 30, body_negotiate, &a, 0x0);
 
 	/* A key file others can read is refused before anything is sent. */
 	chmod(k1, 0644);
-	a = (struct conn_arg){ .codec = "fp16", .mac_mode = GW_MAC_OPTIONAL,
-			       .key = { k1, k1 }, .kill_rank = -1, .want_rc = -EACCES,
+	a = (struct conn_arg){ .codec = "fp16",
+			       .mac_mode = GW_MAC_OPTIONAL,
+			       .key = { k1, k1 },
+			       .kill_rank = -1,
+			       .want_rc = -EACCES,
 			       .want_err = "only its owner can read" };
 	run(2, 30, body_negotiate, &a, 0);
 	unlink(k1);
@@ -378,12 +420,14 @@ static void test_negotiation(void)
 
 static void test_fallback(void)
 {
-	struct conn_arg a = { .codec_r = { "topk,int8", "fp16,bf16" }, .fallback = true,
-			      .kill_rank = -1, .want_rc = 0 };
+	struct conn_arg a = { .codec_r = { "topk,int8", "fp16,bf16" },
+			      .fallback = true,
+			      .kill_rank = -1,
+			      .want_rc = 0 };
 	int codes[TP_MAX_RANKS];
 
 	CU_ASSERT_EQUAL(tp_run(2, 30, body_negotiate, &a, codes), 0);
-	CU_ASSERT_EQUAL(codes[0], 0);	/* both links `none` */
+	CU_ASSERT_EQUAL(codes[0], 0); /* both links `none` */
 	CU_ASSERT_EQUAL(codes[1], 0);
 }
 
@@ -397,9 +441,12 @@ static void test_mac_exchange(void)
 	snprintf(key, sizeof(key), "%s/key", dir);
 	write_key(key, "a shared secret for the test run\n");
 	for (int m = GW_MAC_OPTIONAL; m <= GW_MAC_REQUIRED; m++) {
-		struct conn_arg a = { .codec = "topk:ratio=0.1", .mac_mode = m,
-				      .key = { key, key, key }, .kill_rank = -1,
-				      .sizes = { 3, 5000, 300000 }, .nsizes = 3,
+		struct conn_arg a = { .codec = "topk:ratio=0.1",
+				      .mac_mode = m,
+				      .key = { key, key, key },
+				      .kill_rank = -1,
+				      .sizes = { 3, 5000, 300000 },
+				      .nsizes = 3,
 				      .steps = 3 };
 
 		run(3, 60, body_exchange, &a, 0);
@@ -419,10 +466,14 @@ static void test_zerocopy(void)
 	snprintf(key, sizeof(key), "%s/key", dir);
 	write_key(key, "a shared secret for the test run\n");
 	for (int m = GW_MAC_OFF; m <= GW_MAC_REQUIRED; m += 2) {
-		struct conn_arg a = { .codec = "int8", .mac_mode = m,
-				      .key = { key, key, key }, .kill_rank = -1,
-				      .sizes = { 3, 5000, 300000 }, .nsizes = 3,
-				      .steps = 3, .zerocopy = true };
+		struct conn_arg a = { .codec = "int8",
+				      .mac_mode = m,
+				      .key = { key, key, key },
+				      .kill_rank = -1,
+				      .sizes = { 3, 5000, 300000 },
+				      .nsizes = 3,
+				      .steps = 3,
+				      .zerocopy = true };
 
 		run(3, 60, body_exchange, &a, 0);
 	}
@@ -433,8 +484,16 @@ static void test_zerocopy(void)
 /* ---- a hostile peer --------------------------------------------------------- */
 
 /* Oversized goes last: after it, ofi_rxm may drop the attacker's connection. */
-enum { H_FLIP, H_TRUNC, H_REPLAY_SLOT, H_REPLAY_SEQ, H_GARBAGE, H_WRONG_CODEC,
-       H_OVERSIZE, H_COUNT };
+enum {
+	H_FLIP,
+	H_TRUNC,
+	H_REPLAY_SLOT,
+	H_REPLAY_SEQ,
+	H_GARBAGE,
+	H_WRONG_CODEC,
+	H_OVERSIZE,
+	H_COUNT
+};
 
 #define HOSTILE_N 16
 
@@ -463,10 +522,10 @@ static int body_hostile(int rank, int size, const char *dir, void *arg)
 		ssize_t blen, flen;
 
 		gw_codec_init(&none, gw_codec_find("none"));
-		blen = gw_payload_encode(&none, NULL, NULL, x, NULL, NULL, HOSTILE_N,
-					 body, sizeof(body));
-		flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, 100, 0, body,
-				   (size_t)blen, f, sizeof(f));
+		blen = gw_payload_encode(&none, NULL, NULL, x, NULL, NULL, HOSTILE_N, body,
+					 sizeof(body));
+		flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, 100, 0, body, (size_t)blen, f,
+				   sizeof(f));
 		if (blen < 0 || flen < 0)
 			return 31;
 		for (int h = 0; h < H_COUNT; h++) {
@@ -475,40 +534,39 @@ static int body_hostile(int rank, int size, const char *dir, void *arg)
 
 			memcpy(g, f, (size_t)flen);
 			switch (h) {
-			case H_FLIP:	/* a valid frame for this slot, one bit off */
-				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body,
-					    (size_t)blen, g, sizeof(g));
+			case H_FLIP: /* a valid frame for this slot, one bit off */
+				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body, (size_t)blen,
+					    g, sizeof(g));
 				g[GW_FRAME_HDR + 30] ^= 0x10;
 				break;
 			case H_TRUNC:
-				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body,
-					    (size_t)blen, g, sizeof(g));
+				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body, (size_t)blen,
+					    g, sizeof(g));
 				len -= 9;
 				break;
-			case H_REPLAY_SLOT:	/* slot 100's frame sent to this slot */
+			case H_REPLAY_SLOT: /* slot 100's frame sent to this slot */
 				break;
-			case H_REPLAY_SEQ:	/* a frame for seq 1 arriving as seq 0 */
-				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 1, body,
-					    (size_t)blen, g, sizeof(g));
+			case H_REPLAY_SEQ: /* a frame for seq 1 arriving as seq 0 */
+				gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 1, body, (size_t)blen,
+					    g, sizeof(g));
 				break;
 			case H_GARBAGE:
 				for (size_t i = 0; i < len; i++)
 					g[i] = (uint8_t)(i * 131 + 7);
 				break;
-			case H_OVERSIZE:	/* larger than the receive's buffer */
+			case H_OVERSIZE: /* larger than the receive's buffer */
 				len = 8000;
 				break;
-			case H_WRONG_CODEC: {	/* honest MAC, codec not negotiated */
+			case H_WRONG_CODEC: { /* honest MAC, codec not negotiated */
 				struct gw_codec fp16;
 				uint8_t b2[256];
 				ssize_t l2;
 
 				gw_codec_init(&fp16, gw_codec_find("fp16"));
-				l2 = gw_payload_encode(&fp16, NULL, NULL, x, NULL, NULL,
-						       HOSTILE_N, b2, sizeof(b2));
-				len = (size_t)gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR,
-							  GW_FRAME_F_LOSSY, slot, 0, b2,
-							  (size_t)l2, g, sizeof(g));
+				l2 = gw_payload_encode(&fp16, NULL, NULL, x, NULL, NULL, HOSTILE_N,
+						       b2, sizeof(b2));
+				len = (size_t)gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, GW_FRAME_F_LOSSY,
+							  slot, 0, b2, (size_t)l2, g, sizeof(g));
 				break;
 			}
 			}
@@ -518,9 +576,9 @@ static int body_hostile(int rank, int size, const char *dir, void *arg)
 	}
 	if (rank == 0) {
 		static const int want[H_COUNT] = {
-			[H_FLIP] = -EKEYREJECTED, [H_TRUNC] = -EKEYREJECTED,
+			[H_FLIP] = -EKEYREJECTED,	 [H_TRUNC] = -EKEYREJECTED,
 			[H_REPLAY_SLOT] = -EKEYREJECTED, [H_REPLAY_SEQ] = -EKEYREJECTED,
-			[H_GARBAGE] = -EKEYREJECTED, [H_OVERSIZE] = -EMSGSIZE,
+			[H_GARBAGE] = -EKEYREJECTED,	 [H_OVERSIZE] = -EMSGSIZE,
 			[H_WRONG_CODEC] = -EPROTO,
 		};
 		struct gw_conn_stats s;
@@ -539,13 +597,12 @@ static int body_hostile(int rank, int size, const char *dir, void *arg)
 			}
 			for (int i = 0; i < HOSTILE_N; i++)
 				if (y[i] != 42.0f)
-					return 34;	/* the buffer was touched */
+					return 34; /* the buffer was touched */
 		}
 		gw_ctx_stats(ctx, 2, &s);
 		if (s.mac_failures != 5 || s.rejected != 1 || s.errors + s.timeouts != 1) {
 			fprintf(stderr, "counters: mac %llu rejected %llu errors %llu\n",
-				(unsigned long long)s.mac_failures,
-				(unsigned long long)s.rejected,
+				(unsigned long long)s.mac_failures, (unsigned long long)s.rejected,
 				(unsigned long long)(s.errors + s.timeouts));
 			return 35;
 		}
@@ -574,8 +631,7 @@ static int body_hostile(int rank, int size, const char *dir, void *arg)
 static void test_hostile_frames(void)
 {
 	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
-	struct conn_arg a = { .codec = "int8", .mac_mode = GW_MAC_REQUIRED,
-			      .kill_rank = -1 };
+	struct conn_arg a = { .codec = "int8", .mac_mode = GW_MAC_REQUIRED, .kill_rank = -1 };
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	snprintf(key, sizeof(key), "%s/key", dir);
@@ -588,7 +644,7 @@ static void test_hostile_frames(void)
 
 /* ---- receives straight into the caller's buffer ----------------------------- */
 
-#define DIRECT_N 40000	/* 160 kB: above the size where frames are gathered */
+#define DIRECT_N 40000 /* 160 kB: above the size where frames are gathered */
 enum { D_HONEST, D_LOSSY, D_SHORT, D_NOT_EXACT, D_HONEST_AGAIN, D_COUNT };
 
 /*
@@ -628,12 +684,12 @@ static int body_direct(int rank, int size, const char *dir, void *arg)
 				rc = gw_ctx_isend(ctx, 0, slot, x, DIRECT_N, GW_CTX_LOSSY, &r);
 				break;
 			case D_SHORT:
-				rc = gw_ctx_isend(ctx, 0, slot, x, DIRECT_N / 2,
-						  GW_CTX_ZEROCOPY, &r);
+				rc = gw_ctx_isend(ctx, 0, slot, x, DIRECT_N / 2, GW_CTX_ZEROCOPY,
+						  &r);
 				break;
-			case D_NOT_EXACT:	/* exact length, another codec's id */
-				blen = gw_payload_encode(&none, NULL, NULL, x, NULL, NULL,
-							 DIRECT_N, body, cap);
+			case D_NOT_EXACT: /* exact length, another codec's id */
+				blen = gw_payload_encode(&none, NULL, NULL, x, NULL, NULL, DIRECT_N,
+							 body, cap);
 				body[1] = GW_CODEC_INT8;
 				flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, 0, slot, 0, body,
 						   (size_t)blen, f, cap);
@@ -658,8 +714,8 @@ static int body_direct(int rank, int size, const char *dir, void *arg)
 			int want = d == D_HONEST || d == D_HONEST_AGAIN ? 0 : -EPROTO;
 
 			memset(y, 0, DIRECT_N * 4);
-			rc = gw_ctx_irecv(ctx, 1, 200 + (uint32_t)d, y, DIRECT_N,
-					  GW_CTX_ZEROCOPY, &r);
+			rc = gw_ctx_irecv(ctx, 1, 200 + (uint32_t)d, y, DIRECT_N, GW_CTX_ZEROCOPY,
+					  &r);
 			if (!rc)
 				rc = gw_ctx_wait(ctx, &r);
 			if (rc != want) {
@@ -668,9 +724,9 @@ static int body_direct(int rank, int size, const char *dir, void *arg)
 				return 43;
 			}
 			if (!want && memcmp(x, y, DIRECT_N * 4))
-				return 44;	/* not bit for bit, NaN and Inf included */
+				return 44; /* not bit for bit, NaN and Inf included */
 			if (!want && r.payload)
-				return 45;	/* nothing to forward: it is in y */
+				return 45; /* nothing to forward: it is in y */
 		}
 		gw_ctx_stats(ctx, 1, &s);
 		if (s.rejected != 3)
@@ -701,8 +757,7 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 	int rc;
 
 	if (rank == 0) {
-		struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err,
-					      sizeof(err));
+		struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
 
 		gw_ctx_destroy(ctx);
 		gw_store_destroy(st);
@@ -712,8 +767,7 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		}
 		return 0;
 	} else {
-		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR,
-				      TIMEOUT_MS, 0 };
+		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR, TIMEOUT_MS, 0 };
 		struct gw_tp *tp = tp_open(&env, rank, size, dir, &st, &rc);
 		uint64_t host = 77;
 		uint8_t junk[300], in[2048];
@@ -775,7 +829,7 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 		raise(SIGKILL);
 	}
 	t0 = gw_now_ms();
-	rc = gw_ctx_irecv(ctx, a->kill_rank, 2, x, n, 0, &r);	/* never sent */
+	rc = gw_ctx_irecv(ctx, a->kill_rank, 2, x, n, 0, &r); /* never sent */
 	if (!rc)
 		rc = gw_ctx_wait(ctx, &r);
 	if (rc >= 0 || gw_now_ms() - t0 > TIMEOUT_MS + 3000) {
@@ -783,8 +837,8 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 			(long long)(gw_now_ms() - t0));
 		return 51;
 	}
-	fprintf(stderr, "rank %d: the dead peer gave %s after %lld ms\n", rank,
-		gw_strerror(rc), (long long)(gw_now_ms() - t0));
+	fprintf(stderr, "rank %d: the dead peer gave %s after %lld ms\n", rank, gw_strerror(rc),
+		(long long)(gw_now_ms() - t0));
 	gw_ctx_destroy(ctx);
 	gw_store_destroy(st);
 	free(x);
@@ -822,8 +876,7 @@ static int body_long(int rank, int size, const char *dir, void *arg)
 		tu_fill(x, 256, (uint64_t)m);
 		rc = gw_ctx_irecv(ctx, peer, (uint32_t)m % 7, y, 256, 0, &r[0]);
 		if (!rc)
-			rc = gw_ctx_isend(ctx, peer, (uint32_t)m % 7, x, 256, GW_CTX_LOSSY,
-					  &r[1]);
+			rc = gw_ctx_isend(ctx, peer, (uint32_t)m % 7, x, 256, GW_CTX_LOSSY, &r[1]);
 		if (!rc)
 			rc = gw_ctx_waitall(ctx, r, 2);
 		if (rc) {
@@ -842,8 +895,9 @@ static int body_long(int rank, int size, const char *dir, void *arg)
 static void test_long_run(void)
 {
 	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
-	struct conn_arg a = { .codec = "int8", .mac_mode = GW_MAC_REQUIRED,
-			      .kill_rank = -1, .messages = 10000 };
+	struct conn_arg a = {
+		.codec = "int8", .mac_mode = GW_MAC_REQUIRED, .kill_rank = -1, .messages = 10000
+	};
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	snprintf(key, sizeof(key), "%s/key", dir);
@@ -872,7 +926,7 @@ static int body_any(int rank, int size, const char *dir, void *arg)
 	if (rank == 0) {
 		int peers[2] = { 1, 2 };
 
-		for (int k = 0; k < 2; k++) {	/* one from each, in either order */
+		for (int k = 0; k < 2; k++) { /* one from each, in either order */
 			int from = -1;
 
 			rc = gw_ctx_recv_any(ctx, peers, 2, 5, y, 64, 0, &from);
@@ -944,8 +998,8 @@ static int body_any(int rank, int size, const char *dir, void *arg)
 			rc = gw_ctx_irecv(ctx, 1, 8, got, 5000, 0, &r);
 			if (rc || gw_ctx_wait(ctx, &r))
 				return 82;
-			len = gw_payload_encode(&c, NULL, NULL, big, res.buf, res.buf,
-						5000, pay, sizeof(pay));
+			len = gw_payload_encode(&c, NULL, NULL, big, res.buf, res.buf, 5000, pay,
+						sizeof(pay));
 			if (len < 0 || gw_payload_decode(pay, (size_t)len, want, 5000) ||
 			    memcmp(want, got, sizeof(got)))
 				return 83 + step;
@@ -996,8 +1050,7 @@ static int body_withdraw_trim(int rank, int size, const char *dir, void *arg)
 			return 72;
 		for (unsigned k = 0; k < 4; k++) {
 			fill_bytes(x, big, k);
-			if (gw_ctx_isend_bytes(ctx, 0, 20 + k, x, big, &r) ||
-			    gw_ctx_wait(ctx, &r))
+			if (gw_ctx_isend_bytes(ctx, 0, 20 + k, x, big, &r) || gw_ctx_wait(ctx, &r))
 				return 73;
 		}
 	} else {
@@ -1006,8 +1059,7 @@ static int body_withdraw_trim(int rank, int size, const char *dir, void *arg)
 		/* Withdrawn before anything came: its sequence number is given
 		 * back, so the next receive on slot 10 gets the first message. */
 		if (gw_ctx_irecv_bytes(ctx, 1, 10, b, 100, &r) ||
-		    gw_ctx_recv_withdraw(ctx, &r) != 0 ||
-		    gw_ctx_recv_withdraw(ctx, &r) != -EINVAL)
+		    gw_ctx_recv_withdraw(ctx, &r) != 0 || gw_ctx_recv_withdraw(ctx, &r) != -EINVAL)
 			return 74;
 		/* Withdrawn after it arrived: kept for the next receive. */
 		if (gw_ctx_irecv_bytes(ctx, 1, 9, b, 100, &r))
@@ -1039,7 +1091,7 @@ static int body_withdraw_trim(int rank, int size, const char *dir, void *arg)
 		for (unsigned k = 0; k < 4; k++) {
 			if (gw_ctx_irecv_bytes(ctx, 1, 20 + k, y, big, &r))
 				return 82;
-			if (k == 3 && gw_ctx_slot_trim(ctx, 1, 23, 0))	/* busy */
+			if (k == 3 && gw_ctx_slot_trim(ctx, 1, 23, 0)) /* busy */
 				return 83;
 			fill_bytes(x, big, k);
 			if (gw_ctx_wait(ctx, &r) || memcmp(x, y, big))
@@ -1088,13 +1140,13 @@ static int body_pending_destroy(int rank, int size, const char *dir, void *arg)
 	if (rank == 0) {
 		if (gw_ctx_irecv_bytes(ctx, 1, 7, buf, sizeof(buf), &r))
 			return 11;
-		gw_ctx_destroy(ctx);	/* never waited for */
+		gw_ctx_destroy(ctx); /* never waited for */
 	} else {
 		usleep(100000);
 		memset(buf, 0x5a, sizeof(buf));
 		rc = gw_ctx_isend_bytes(ctx, 0, 7, buf, sizeof(buf), &r);
 		if (!rc)
-			gw_ctx_wait(ctx, &r);	/* delivered, or the peer left */
+			gw_ctx_wait(ctx, &r); /* delivered, or the peer left */
 		gw_ctx_destroy(ctx);
 	}
 	gw_store_destroy(st);
@@ -1167,7 +1219,7 @@ static void test_env(void)
 		fclose(f);
 		unlink(path);
 	}
-	CU_ASSERT_EQUAL(seen, 3);	/* both ranks printed their statistics */
+	CU_ASSERT_EQUAL(seen, 3); /* both ranks printed their statistics */
 	rmdir(dir);
 }
 

@@ -49,11 +49,11 @@ static const char *const codecs[] = {
 #define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
 
 struct run {
-	char dir[64];		/* store, logs, markers */
-	bool netns;		/* ranks in gwR1/gwR2, else loopback */
+	char dir[64]; /* store, logs, markers */
+	bool netns;   /* ranks in gwR1/gwR2, else loopback */
 	const char *codec;
 	int timeout_ms;
-	bool once;		/* body_stall: the first phase only (a reference) */
+	bool once; /* body_stall: the first phase only (a reference) */
 };
 
 static int64_t now_ms(void)
@@ -152,12 +152,15 @@ static int wait_up(void)
 static int ns_up(char *why, size_t len)
 {
 	static const char *const cmds[] = {
-		"ip netns add gwR1", "ip netns add gwR2",
+		"ip netns add gwR1",
+		"ip netns add gwR2",
 		"ip link add gwR1v netns gwR1 type veth peer name gwR2v netns gwR2",
 		"ip -n gwR1 addr add 10.77.78.1/24 dev gwR1v",
 		"ip -n gwR2 addr add 10.77.78.2/24 dev gwR2v",
-		"ip -n gwR1 link set lo up", "ip -n gwR2 link set lo up",
-		"ip -n gwR1 link set gwR1v up", "ip -n gwR2 link set gwR2v up",
+		"ip -n gwR1 link set lo up",
+		"ip -n gwR2 link set lo up",
+		"ip -n gwR1 link set gwR1v up",
+		"ip -n gwR2 link set gwR2v up",
 	};
 
 	if (geteuid() != 0) {
@@ -199,10 +202,10 @@ static long long netem_down(void)
 {
 	char why[128], said[160] = "";
 	long long fwd = -1, drop = -1, reord = -1;
-	struct pollfd pf = {.fd = netem_out, .events = POLLIN};
+	struct pollfd pf = { .fd = netem_out, .events = POLLIN };
 
 	if (netem_pid > 0) {
-		close(netem_in);	/* the helper leaves and says what it did */
+		close(netem_in); /* the helper leaves and says what it did */
 		for (size_t got = 0; got < sizeof(said) - 1 && poll(&pf, 1, 3000) == 1;) {
 			ssize_t n = read(netem_out, said + got, sizeof(said) - 1 - got);
 
@@ -214,7 +217,8 @@ static long long netem_down(void)
 		if (sscanf(said, "forwarded %lld dropped %lld reordered %lld", &fwd, &drop,
 			   &reord) == 3)
 			printf("\n  netem_tun: %lld packets forwarded, %lld dropped, %lld "
-			       "reordered", fwd, drop, reord);
+			       "reordered",
+			       fwd, drop, reord);
 		kill(netem_pid, SIGTERM);
 		waitpid(netem_pid, NULL, 0);
 		close(netem_out);
@@ -224,7 +228,7 @@ static long long netem_down(void)
 	ns_down();
 	if (ns_up(why, sizeof(why)))
 		printf("\n  the veth pair is not back: %s", why);
-	return reord > 0 ? drop : -1;	/* faults both kinds, or nothing to count */
+	return reord > 0 ? drop : -1; /* faults both kinds, or nothing to count */
 }
 
 static int netem_up(char *why, size_t len)
@@ -232,15 +236,17 @@ static int netem_up(char *why, size_t len)
 	static const char *const cmds[] = {
 		"ip -n gwR1 addr add 10.77.78.1 peer 10.77.78.2 dev gwR1v",
 		"ip -n gwR2 addr add 10.77.78.2 peer 10.77.78.1 dev gwR2v",
-		"ip -n gwR1 link set gwR1v up", "ip -n gwR2 link set gwR2v up",
+		"ip -n gwR1 link set gwR1v up",
+		"ip -n gwR2 link set gwR2v up",
 	};
 	const char *tool = getenv("GW_NETEM_TUN");
 	int in[2], out[2];
-	char ready[8] = "";	/* exactly "ready\n": nothing more is written before the end */
+	char ready[8] = ""; /* exactly "ready\n": nothing more is written before the end */
 	struct pollfd pf;
 
 	if (!tool || access(tool, X_OK)) {
-		snprintf(why, len, "GW_NETEM_TUN (the netem_tun helper) is not set or not "
+		snprintf(why, len,
+			 "GW_NETEM_TUN (the netem_tun helper) is not set or not "
 			 "executable");
 		return -1;
 	}
@@ -248,13 +254,13 @@ static int netem_up(char *why, size_t len)
 		snprintf(why, len, "pipe: %s", strerror(errno));
 		return -1;
 	}
-	sh("ip -n gwR1 link del gwR1v");	/* both ends of the veth pair */
+	sh("ip -n gwR1 link del gwR1v"); /* both ends of the veth pair */
 	fflush(stdout);
 	netem_pid = fork();
 	if (netem_pid == 0) {
 		dup2(in[0], 0);
 		dup2(out[1], 1);
-		close(in[1]);	/* or stdin never ends */
+		close(in[1]); /* or stdin never ends */
 		close(out[0]);
 		execl(tool, tool, "gwR1", "gwR1v", "gwR2", "gwR2v", "1", "20", "5", "10",
 		      "0x9e3779b97f4a7c15", "240", (char *)NULL);
@@ -263,7 +269,7 @@ static int netem_up(char *why, size_t len)
 	close(in[0]);
 	close(out[1]);
 	netem_in = in[1];
-	pf = (struct pollfd){.fd = out[0], .events = POLLIN};
+	pf = (struct pollfd){ .fd = out[0], .events = POLLIN };
 	netem_out = out[0];
 	if (netem_pid < 0 || poll(&pf, 1, 5000) != 1 || read(out[0], ready, 6) != 6 ||
 	    memcmp(ready, "ready\n", 6)) {
@@ -307,8 +313,7 @@ static int enter(const struct run *r, int rank)
 static struct gw_coll *open_coll(const struct run *r, int rank, const char *job,
 				 struct gw_store **st, struct gw_ctx **ctx)
 {
-	struct tp_env env = { "tcp;ofi_rxm", iface, false, GW_LOG_ERROR,
-			      r->timeout_ms, 0 };
+	struct tp_env env = { "tcp;ofi_rxm", iface, false, GW_LOG_ERROR, r->timeout_ms, 0 };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
 	char err[512];
@@ -317,7 +322,7 @@ static struct gw_coll *open_coll(const struct run *r, int rank, const char *job,
 	cfg.tp.job = job;
 	cfg.codec = r->codec;
 	cfg.min_compress_bytes = 4096;
-	cfg.host_id = (uint64_t)(rank + 1) * 1000;	/* two hosts */
+	cfg.host_id = (uint64_t)(rank + 1) * 1000; /* two hosts */
 	rc = gw_store_file_create(r->dir, st);
 	if (!rc)
 		rc = gw_ctx_create(&cfg, rank, 2, *st, ctx, err, sizeof(err));
@@ -345,8 +350,7 @@ static void data(float *x, uint64_t n, int rank, int step)
 }
 
 /* A few lossy allreduces; the hash of all their results in *h. */
-static int steps(struct gw_coll *c, int rank, uint64_t n, int nsteps, int first,
-		 uint64_t *h)
+static int steps(struct gw_coll *c, int rank, uint64_t n, int nsteps, int first, uint64_t *h)
 {
 	float *y = tu_alloc(n * 4);
 	int rc = 0;
@@ -433,7 +437,7 @@ static int body_codecs(const struct run *r, int rank)
 
 	if (!c)
 		return 10;
-	rc = steps(c, rank, 60000, 3, 0, &h);	/* 240 KB, lossy, 3 calls */
+	rc = steps(c, rank, 60000, 3, 0, &h); /* 240 KB, lossy, 3 calls */
 	if (rc) {
 		fprintf(stderr, "rank %d %s: %s\n", rank, r->codec, gw_strerror(rc));
 		return 11;
@@ -483,14 +487,14 @@ static void test_netem(void)
 			}
 			h0 = marker(&r, "hash-0", 0);
 			h1 = marker(&r, "hash-1", 0);
-			CU_ASSERT(h0 >= 0 && h0 == h1);	/* identical replicas */
+			CU_ASSERT(h0 >= 0 && h0 == h1); /* identical replicas */
 			if (pass == 0)
 				clean[i] = h0;
-			else	/* the faults changed nothing but time */
+			else /* the faults changed nothing but time */
 				CU_ASSERT_EQUAL(h0, clean[i]);
 			if (pass && (code[0] || code[1] || h0 != clean[i]))
-				printf("\n  netem %s: codes %d %d, hash %s\n", codecs[i],
-				       code[0], code[1], h0 == clean[i] ? "same" : "DIFFERS");
+				printf("\n  netem %s: codes %d %d, hash %s\n", codecs[i], code[0],
+				       code[1], h0 == clean[i] ? "same" : "DIFFERS");
 			if (pass)
 				printf("\n  netem %s: %lld ms", codecs[i],
 				       (long long)(now_ms() - t0));
@@ -531,9 +535,9 @@ static int body_cut(const struct run *r, int rank)
 	if (rc != -ETIMEDOUT && rc != -ECONNRESET && rc != -EIO)
 		fprintf(stderr, "rank %d: the cut gave %s\n", rank, gw_strerror(rc));
 	if (cut < 0)
-		return 12;	/* it failed before the cut */
-	fprintf(stderr, "rank %d: failed %lld ms after the cut: %s\n", rank,
-		(long long)(t - cut), gw_strerror(rc));
+		return 12; /* it failed before the cut */
+	fprintf(stderr, "rank %d: failed %lld ms after the cut: %s\n", rank, (long long)(t - cut),
+		gw_strerror(rc));
 	if (t - cut > r->timeout_ms + SLACK_MS)
 		return 13;
 	close_coll(c, ctx, st);
@@ -589,7 +593,7 @@ static void test_cut(void)
 	new_run(&r, true, "int8", TIMEOUT_MS);
 	fork_ranks(&r, body_cut, pid);
 	CU_ASSERT(marker(&r, "saved-0", 20000) >= 0 && marker(&r, "saved-1", 20000) >= 0);
-	usleep(200000);		/* in the middle of the allreduces */
+	usleep(200000); /* in the middle of the allreduces */
 	mark(&r, "cut", now_ms());
 	CU_ASSERT_EQUAL(sh("ip -n gwR1 link set gwR1v down"), 0);
 	CU_ASSERT(marker(&r, "failed-0", TIMEOUT_MS + 5000) >= 0);
@@ -633,8 +637,7 @@ static int body_stall(const struct run *r, int rank)
 	/* Phase 1: 40 calls across a stop shorter than the timeout. */
 	rc = steps(c, rank, 1 << 18, 40, 0, &h);
 	if (rc) {
-		fprintf(stderr, "rank %d: a short stop failed a call: %s\n", rank,
-			gw_strerror(rc));
+		fprintf(stderr, "rank %d: a short stop failed a call: %s\n", rank, gw_strerror(rc));
 		return 11;
 	}
 	mark(r, rank ? "hash-1" : "hash-0", (int64_t)(h >> 1));
@@ -650,8 +653,8 @@ static int body_stall(const struct run *r, int rank)
 		rc = steps(c, rank, 1 << 18, 1, s, &h);
 	t = now_ms();
 	stop = marker(r, "long-stop", 0);
-	fprintf(stderr, "rank %d: %s %lld ms after the stop\n", rank,
-		gw_strerror(rc), (long long)(t - stop));
+	fprintf(stderr, "rank %d: %s %lld ms after the stop\n", rank, gw_strerror(rc),
+		(long long)(t - stop));
 	if (rank == 0)
 		mark(r, "gave-up", t);
 	if (rank == 0 && (stop < 0 || t - stop > r->timeout_ms + SLACK_MS))
@@ -684,12 +687,12 @@ static void test_stall(void)
 	CU_ASSERT_FATAL(marker(&r, "ready-0", 20000) >= 0 && marker(&r, "ready-1", 20000) >= 0);
 	usleep(50000);
 	kill(pid[1], SIGSTOP);
-	usleep(1500000);	/* half the timeout */
+	usleep(1500000); /* half the timeout */
 	kill(pid[1], SIGCONT);
 	h0 = marker(&r, "hash-0", 30000);
 	h1 = marker(&r, "hash-1", 30000);
 	CU_ASSERT(h0 >= 0 && h0 == h1);
-	CU_ASSERT_EQUAL(h0, ref);	/* same bits as without the stop */
+	CU_ASSERT_EQUAL(h0, ref); /* same bits as without the stop */
 	mark(&r, "short-done", 1);
 	CU_ASSERT(marker(&r, "phase2-0", 10000) >= 0 && marker(&r, "phase2-1", 10000) >= 0);
 	usleep(100000);
@@ -712,12 +715,10 @@ static void test_stall(void)
 int main(void)
 {
 	static CU_TestInfo tests[] = {
-		{ "SIGSTOP: inside the timeout costs time; past it, a clear error",
-		  test_stall },
+		{ "SIGSTOP: inside the timeout costs time; past it, a clear error", test_stall },
 		{ "faulty link (1% loss, 20 +- 5 ms, 10% reordered): every codec, same bits",
 		  test_netem },
-		{ "link cut: errors within the timeout, then a new context",
-		  test_cut },
+		{ "link cut: errors within the timeout, then a new context", test_cut },
 		CU_TEST_INFO_NULL,
 	};
 	const char *only;
@@ -733,7 +734,7 @@ int main(void)
 		have_ns = !ns_up(ns_why, sizeof(ns_why));
 	if (!have_ns && only && !strcmp(only, "link")) {
 		printf("SKIP: the link tests %s\n", ns_why);
-		return TU_SKIP;	/* nothing else was asked for */
+		return TU_SKIP; /* nothing else was asked for */
 	}
 	if (!have_ns)
 		printf("namespace tests skipped: %s\n", ns_why);

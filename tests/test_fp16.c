@@ -16,35 +16,35 @@
  * 1.68 units -> 2, 1e-8 is 0.17 units -> 0.
  */
 static const struct th_hand hand[] = {
-	{ 0x3f800000, 0x3c00, 0 },			/* 1.0 */
-	{ 0x00000000, 0x0000, 0 },			/* +0 */
-	{ 0x80000000, 0x8000, 0 },			/* -0 */
-	{ 0x3dcccccd, 0x2e66, 0 },			/* 0.1 */
-	{ 0xc0490fdb, 0xc248, 0 },			/* -pi */
-	{ 0x3f801000, 0x3c00, 0 },			/* 1 + 2^-11: tie, even */
-	{ 0x3f803000, 0x3c02, 0 },			/* 1 + 3 * 2^-11: tie, even */
-	{ 0x3f801001, 0x3c01, 0 },			/* just above the tie */
-	{ 0x477fe000, 0x7bff, 0 },			/* 65504 */
-	{ 0x477feffe, 0x7bff, 0 },			/* 65519.99 */
-	{ 0x477fefff, 0x7bff, 0 },			/* largest float < 65520 */
-	{ 0x477ff000, 0x7bff, GW_PF_SATURATED },	/* 65520 */
-	{ 0xc788b800, 0xfbff, GW_PF_SATURATED },	/* -70000 */
-	{ 0x7f7fffff, 0x7bff, GW_PF_SATURATED },	/* FLT_MAX */
-	{ 0x38800000, 0x0400, 0 },			/* 2^-14, smallest normal */
-	{ 0x387fc000, 0x03ff, 0 },			/* 1023 * 2^-24 */
-	{ 0x387fe000, 0x0400, 0 },			/* 1023.5 units: tie, up */
-	{ 0x33800000, 0x0001, 0 },			/* 2^-24 */
-	{ 0x33000000, 0x0000, 0 },			/* 2^-25: tie, to 0 */
-	{ 0xb3000001, 0x8001, 0 },			/* -(2^-25 + a bit) */
-	{ 0x33c00000, 0x0002, 0 },			/* 3 * 2^-25: tie, to 2 */
-	{ 0x33d6bf95, 0x0002, 0 },			/* 1e-7 */
-	{ 0x322bcc77, 0x0000, 0 },			/* 1e-8 */
-	{ 0x00000001, 0x0000, 0 },			/* float subnormal */
-	{ 0x7f800000, 0x7c00, GW_PF_NONFINITE },	/* +Inf */
-	{ 0xff800000, 0xfc00, GW_PF_NONFINITE },	/* -Inf */
-	{ 0x7fc00000, 0x7e00, GW_PF_NONFINITE },	/* qNaN */
-	{ 0xff800001, 0xfe00, GW_PF_NONFINITE },	/* sNaN: quieted, sign kept */
-	{ 0x7fa02000, 0x7f01, GW_PF_NONFINITE },	/* payload's top bits kept */
+	{ 0x3f800000, 0x3c00, 0 },		 /* 1.0 */
+	{ 0x00000000, 0x0000, 0 },		 /* +0 */
+	{ 0x80000000, 0x8000, 0 },		 /* -0 */
+	{ 0x3dcccccd, 0x2e66, 0 },		 /* 0.1 */
+	{ 0xc0490fdb, 0xc248, 0 },		 /* -pi */
+	{ 0x3f801000, 0x3c00, 0 },		 /* 1 + 2^-11: tie, even */
+	{ 0x3f803000, 0x3c02, 0 },		 /* 1 + 3 * 2^-11: tie, even */
+	{ 0x3f801001, 0x3c01, 0 },		 /* just above the tie */
+	{ 0x477fe000, 0x7bff, 0 },		 /* 65504 */
+	{ 0x477feffe, 0x7bff, 0 },		 /* 65519.99 */
+	{ 0x477fefff, 0x7bff, 0 },		 /* largest float < 65520 */
+	{ 0x477ff000, 0x7bff, GW_PF_SATURATED }, /* 65520 */
+	{ 0xc788b800, 0xfbff, GW_PF_SATURATED }, /* -70000 */
+	{ 0x7f7fffff, 0x7bff, GW_PF_SATURATED }, /* FLT_MAX */
+	{ 0x38800000, 0x0400, 0 },		 /* 2^-14, smallest normal */
+	{ 0x387fc000, 0x03ff, 0 },		 /* 1023 * 2^-24 */
+	{ 0x387fe000, 0x0400, 0 },		 /* 1023.5 units: tie, up */
+	{ 0x33800000, 0x0001, 0 },		 /* 2^-24 */
+	{ 0x33000000, 0x0000, 0 },		 /* 2^-25: tie, to 0 */
+	{ 0xb3000001, 0x8001, 0 },		 /* -(2^-25 + a bit) */
+	{ 0x33c00000, 0x0002, 0 },		 /* 3 * 2^-25: tie, to 2 */
+	{ 0x33d6bf95, 0x0002, 0 },		 /* 1e-7 */
+	{ 0x322bcc77, 0x0000, 0 },		 /* 1e-8 */
+	{ 0x00000001, 0x0000, 0 },		 /* float subnormal */
+	{ 0x7f800000, 0x7c00, GW_PF_NONFINITE }, /* +Inf */
+	{ 0xff800000, 0xfc00, GW_PF_NONFINITE }, /* -Inf */
+	{ 0x7fc00000, 0x7e00, GW_PF_NONFINITE }, /* qNaN */
+	{ 0xff800001, 0xfe00, GW_PF_NONFINITE }, /* sNaN: quieted, sign kept */
+	{ 0x7fa02000, 0x7f01, GW_PF_NONFINITE }, /* payload's top bits kept */
 	{ 0xffffffff, 0xffff, GW_PF_NONFINITE },
 };
 
@@ -62,7 +62,7 @@ static const struct th_dec dec_cases[] = {
 	{ 0x0001, 0x33800000 }, { 0x8001, 0xb3800000 }, { 0x03ff, 0x387fc000 },
 	{ 0x0400, 0x38800000 }, { 0x7bff, 0x477fe000 }, { 0xfbff, 0xc77fe000 },
 	{ 0x7c00, 0x7f800000 }, { 0xfc00, 0xff800000 }, { 0x7e00, 0x7fc00000 },
-	{ 0x7c01, 0x7fc02000 },	/* signalling NaN comes back quiet */
+	{ 0x7c01, 0x7fc02000 }, /* signalling NaN comes back quiet */
 	{ 0xfd00, 0xffe00000 },
 };
 

@@ -9,11 +9,10 @@
 
 static const uint8_t k1[GW_MAC_KEY_LEN] = "session key one, 32 bytes long.";
 static const uint8_t k2[GW_MAC_KEY_LEN] = "session key two, 32 bytes long.";
-static const enum gw_mac_alg algs[] = { GW_MAC_NONE, GW_MAC_HMAC_SHA256,
-					GW_MAC_GMAC_AES256 };
+static const enum gw_mac_alg algs[] = { GW_MAC_NONE, GW_MAC_HMAC_SHA256, GW_MAC_GMAC_AES256 };
 
-static ssize_t make(struct gw_mac *m, enum gw_mac_alg alg, uint8_t *f,
-		    size_t cap, uint32_t slot, uint64_t seq, size_t len)
+static ssize_t make(struct gw_mac *m, enum gw_mac_alg alg, uint8_t *f, size_t cap, uint32_t slot,
+		    uint64_t seq, size_t len)
 {
 	struct gw_frame_hdr h = { GW_FRAME_TENSOR, GW_FRAME_F_LOSSY, slot, seq, len };
 
@@ -62,17 +61,17 @@ static void test_rejects(void)
 			CU_ASSERT_EQUAL_FATAL(gw_mac_create(algs[a], k2, &other), 0);
 		}
 		len = (size_t)make(m, algs[a], f, sizeof(f), 1, 41, 64);
-		for (size_t l = 0; l < len; l++)	/* every truncation */
+		for (size_t l = 0; l < len; l++) /* every truncation */
 			CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, l, 1, 41, &h, &body),
-					algs[a] && l >= gw_frame_bound(0, algs[a]) ?
-						-EKEYREJECTED : -EBADMSG);
+					algs[a] && l >= gw_frame_bound(0, algs[a]) ? -EKEYREJECTED
+										   : -EBADMSG);
 		/* Replayed (an old seq) or reordered (a future one) frame. */
 		CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, len, 1, 42, &h, &body),
 				algs[a] ? -EKEYREJECTED : -EPROTO);
 		CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, len, 1, 40, &h, &body),
 				algs[a] ? -EKEYREJECTED : -EPROTO);
 		CU_ASSERT_EQUAL(gw_frame_open(m, algs[a], f, len, 2, 41, &h, &body),
-				algs[a] ? -EKEYREJECTED : -EPROTO);	/* another slot */
+				algs[a] ? -EKEYREJECTED : -EPROTO); /* another slot */
 		if (!algs[a]) {
 			memcpy(g, f, len);
 			g[0] ^= 1;
@@ -82,10 +81,10 @@ static void test_rejects(void)
 			CU_ASSERT_EQUAL(gw_frame_open(m, 0, g, len, 1, 41, &h, &body),
 					-EPROTONOSUPPORT);
 			memcpy(g, f, len);
-			g[24] ^= 1;			/* body length lies */
+			g[24] ^= 1; /* body length lies */
 			CU_ASSERT_EQUAL(gw_frame_open(m, 0, g, len, 1, 41, &h, &body), -EBADMSG);
 			memcpy(g, f, len);
-			g[13] = 1;			/* reserved */
+			g[13] = 1; /* reserved */
 			CU_ASSERT_EQUAL(gw_frame_open(m, 0, g, len, 1, 41, &h, &body), -EBADMSG);
 			continue;
 		}

@@ -23,22 +23,22 @@
 
 /* One hand-computed conversion. */
 struct th_hand {
-	uint32_t in;		/* float32 bits */
-	uint16_t want;		/* section value */
-	uint32_t flags;		/* GW_PF_* for this value alone */
+	uint32_t in;	/* float32 bits */
+	uint16_t want;	/* section value */
+	uint32_t flags; /* GW_PF_* for this value alone */
 };
 
 /* One hand-computed decode. */
 struct th_dec {
 	uint16_t h;
-	uint32_t f;		/* float32 bits */
+	uint32_t f; /* float32 bits */
 };
 
 /* struct th_fmt - a 16-bit float format as the tests see it. */
 struct th_fmt {
-	const char *name;	/* codec name, e.g. "fp16" */
-	const char *generic;	/* its reference implementation */
-	unsigned id;		/* wire id */
+	const char *name;    /* codec name, e.g. "fp16" */
+	const char *generic; /* its reference implementation */
+	unsigned id;	     /* wire id */
 	const struct th_hand *hand;
 	size_t nhand;
 	const struct th_dec *dec;
@@ -47,13 +47,13 @@ struct th_fmt {
 	uint32_t (*decoded_bits)(uint16_t h);
 	/* fill(): a value beyond the range (half of them saturate) */
 	float (*big)(float v);
-	float tiny;		/* fill(): scale into the subnormals */
-	uint32_t tiemask, tiebit;	/* fill(): float bits of a rounding tie */
-	int mant_bits;		/* stored mantissa bits */
-	double min_ulp;		/* ulp of the subnormals */
-	float sat_from;		/* smallest |y| that saturates */
-	float maxv;		/* largest finite value */
-	float big_sat;		/* a value that saturates to maxv */
+	float tiny;		  /* fill(): scale into the subnormals */
+	uint32_t tiemask, tiebit; /* fill(): float bits of a rounding tie */
+	int mant_bits;		  /* stored mantissa bits */
+	double min_ulp;		  /* ulp of the subnormals */
+	float sat_from;		  /* smallest |y| that saturates */
+	float maxv;		  /* largest finite value */
+	float big_sat;		  /* a value that saturates to maxv */
 };
 
 static const struct th_fmt *F;
@@ -76,9 +76,8 @@ static const struct gw_codec_ops *generic(void)
 	return gw_codec_find_impl(F->generic);
 }
 
-static ssize_t enc(const struct gw_codec_ops *o, const float *x, const float *res,
-		   float *res_out, uint64_t n, void *out, size_t cap,
-		   struct gw_enc_info *info)
+static ssize_t enc(const struct gw_codec_ops *o, const float *x, const float *res, float *res_out,
+		   uint64_t n, void *out, size_t cap, struct gw_enc_info *info)
 {
 	struct gw_codec c;
 
@@ -101,8 +100,8 @@ static void test_hand(void)
 			CU_ASSERT_EQUAL_FATAL(enc(impls[k], &x, NULL, NULL, 1, out, 2, &info), 2);
 			if (gw_get16(out) != h->want || info.flags != h->flags)
 				printf("\n  %s: %08x -> %04x flags %x, want %04x flags %x\n",
-				       impls[k]->impl, h->in, gw_get16(out), info.flags,
-				       h->want, h->flags);
+				       impls[k]->impl, h->in, gw_get16(out), info.flags, h->want,
+				       h->flags);
 			CU_ASSERT_EQUAL(gw_get16(out), h->want);
 			CU_ASSERT_EQUAL(info.flags, h->flags);
 			CU_ASSERT_EQUAL(impls[k]->decode(out, 2, 1, &y), 0);
@@ -118,7 +117,7 @@ static void test_hand(void)
 			CU_ASSERT_EQUAL_FATAL(enc(impls[k], &x, &r, &r, 1, out, 2, &info), 2);
 			CU_ASSERT_EQUAL(info.flags, h->flags);
 			if (h->flags & GW_PF_NONFINITE) {
-				CU_ASSERT_EQUAL(gw_f2u(r), 0);	/* +0 */
+				CU_ASSERT_EQUAL(gw_f2u(r), 0); /* +0 */
 			} else {
 				CU_ASSERT_EQUAL(gw_get16(out), h->want);
 				CU_ASSERT_EQUAL(gw_f2u(r), gw_f2u(x - y));
@@ -154,10 +153,17 @@ static void fill(float *x, uint64_t n, uint64_t seed, int nonfinite)
 	tu_fill_hard(x, n, seed, nonfinite);
 	for (uint64_t i = 0; i < n; i++) {
 		switch ((i * 7 + seed) % 11) {
-		case 0: x[i] = F->big(x[i]); break;
-		case 1: x[i] *= F->tiny; break;
-		case 2: x[i] = gw_u2f((gw_f2u(x[i]) & ~F->tiemask) | F->tiebit); break;
-		default: break;
+		case 0:
+			x[i] = F->big(x[i]);
+			break;
+		case 1:
+			x[i] *= F->tiny;
+			break;
+		case 2:
+			x[i] = gw_u2f((gw_f2u(x[i]) & ~F->tiemask) | F->tiebit);
+			break;
+		default:
+			break;
 		}
 	}
 }
@@ -170,7 +176,7 @@ static int within_half_ulp(float y, float dec)
 
 	if (ay == 0)
 		return dec == 0;
-	frexp(ay, &e);		/* ay in [2^(e-1), 2^e) */
+	frexp(ay, &e); /* ay in [2^(e-1), 2^e) */
 	ulp = ldexp(1.0, e - 1 - F->mant_bits);
 	if (ulp < F->min_ulp)
 		ulp = F->min_ulp;
@@ -232,8 +238,8 @@ static void test_residual_and_bound(void)
 /* Every variant gives the generic bytes, residual bits and info. */
 static void test_variants_identical(void)
 {
-	static const uint64_t sizes[] = { 0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33,
-					  63, 64, 65, 100, 255, 256, 257, 1000, 4099 };
+	static const uint64_t sizes[] = { 0,  1,  2,  3,  7,  8,   9,	15,  16,  17,	31,
+					  32, 33, 63, 64, 65, 100, 255, 256, 257, 1000, 4099 };
 	enum { NMAX = 4099 };
 	const struct gw_codec_ops *g = generic();
 	float *x = tu_alloc(NMAX * 4), *r0 = tu_alloc(NMAX * 4);
@@ -258,8 +264,8 @@ static void test_variants_identical(void)
 				memcpy(rv, r0, n * 4);
 				/* residual in place (res == res_out) */
 				lg = enc(g, x, wr ? rg : NULL, wr ? rg : NULL, n, og, n * 2, &ig);
-				lv = enc(impls[k], x, wr ? rv : NULL, wr ? rv : NULL, n, ov,
-					 n * 2, &iv);
+				lv = enc(impls[k], x, wr ? rv : NULL, wr ? rv : NULL, n, ov, n * 2,
+					 &iv);
 				CU_ASSERT_EQUAL(lg, (ssize_t)n * 2);
 				CU_ASSERT_EQUAL(lv, lg);
 				CU_ASSERT_EQUAL(memcmp(og, ov, n * 2), 0);
@@ -305,19 +311,20 @@ static void test_rejects(void)
 		const struct gw_codec_ops *o = impls[k];
 
 		CU_ASSERT_EQUAL_FATAL(enc(o, x, NULL, NULL, N, sec, sizeof(sec), &info), N * 2);
-#define REJECT(len, n) do {							\
-		for (int i = 0; i <= N; i++)					\
-			y[i] = 42.0f;						\
-		CU_ASSERT_EQUAL(o->decode(sec, (len), (n), y), -EBADMSG);	\
-		CU_ASSERT_EQUAL(o->decode_add(sec, (len), (n), y), -EBADMSG);	\
-		for (int i = 0; i <= N; i++)					\
-			CU_ASSERT_EQUAL(y[i], 42.0f);				\
+#define REJECT(len, n)                                                                             \
+	do {                                                                                       \
+		for (int i = 0; i <= N; i++)                                                       \
+			y[i] = 42.0f;                                                              \
+		CU_ASSERT_EQUAL(o->decode(sec, (len), (n), y), -EBADMSG);                          \
+		CU_ASSERT_EQUAL(o->decode_add(sec, (len), (n), y), -EBADMSG);                      \
+		for (int i = 0; i <= N; i++)                                                       \
+			CU_ASSERT_EQUAL(y[i], 42.0f);                                              \
 	} while (0)
-		for (size_t l = 0; l < N * 2; l++)	/* every truncation */
+		for (size_t l = 0; l < N * 2; l++) /* every truncation */
 			REJECT(l, N);
-		REJECT(N * 2 + 1, N);			/* trailing byte */
+		REJECT(N * 2 + 1, N); /* trailing byte */
 		REJECT(N * 2 + 2, N);
-		REJECT(N * 2, N - 1);			/* n and length disagree */
+		REJECT(N * 2, N - 1); /* n and length disagree */
 		REJECT(N * 2, N + 1);
 		REJECT(N * 2, GW_MAX_ELEMS + 1);
 		REJECT(N * 2, UINT64_MAX);
@@ -332,8 +339,8 @@ static void test_rejects(void)
 		CU_ASSERT_EQUAL(enc(o, x, NULL, NULL, N, sec, N * 2 - 1, &info), -ENOSPC);
 		CU_ASSERT_EQUAL(enc(o, x, x, NULL, N, sec, sizeof(sec), &info), -EINVAL);
 		CU_ASSERT_EQUAL(enc(o, NULL, NULL, NULL, N, sec, sizeof(sec), &info), -EINVAL);
-		CU_ASSERT_EQUAL(enc(o, x, NULL, NULL, GW_MAX_ELEMS + 1, sec, sizeof(sec),
-				    &info), -EINVAL);
+		CU_ASSERT_EQUAL(enc(o, x, NULL, NULL, GW_MAX_ELEMS + 1, sec, sizeof(sec), &info),
+				-EINVAL);
 		CU_ASSERT_EQUAL(enc(o, NULL, NULL, NULL, 0, NULL, 0, &info), 0);
 	}
 }

@@ -53,7 +53,7 @@ struct family {
 };
 
 static uint64_t stride = 1;
-static uint64_t total;	/* patterns tested per family */
+static uint64_t total; /* patterns tested per family */
 
 static uint16_t f16_bits(_Float16 h)
 {
@@ -105,7 +105,7 @@ static uint16_t ref_bf16(float f)
 	if (isinf(f))
 		return (uint16_t)t;
 	lo = (double)gw_u2f(t << 16);
-	if ((t & 0x7fffu) == 0x7f7fu)	/* the next one away from zero is Inf */
+	if ((t & 0x7fffu) == 0x7f7fu) /* the next one away from zero is Inf */
 		hi = copysign(ldexp(1.0, 128), (double)f);
 	else
 		hi = (double)gw_u2f((t + 1) << 16);
@@ -117,7 +117,7 @@ static uint16_t ref_bf16(float f)
 		pick = t + 1;
 	else
 		pick = (t & 1) ? t + 1 : t;
-	if ((pick & 0x7fffu) == 0x7f80u)	/* finite f rounded to Inf */
+	if ((pick & 0x7fffu) == 0x7f80u) /* finite f rounded to Inf */
 		pick = (pick & 0x8000u) | 0x7f7fu;
 	return (uint16_t)pick;
 }
@@ -145,8 +145,8 @@ struct worker {
 	char msg[256];
 };
 
-static void fail(struct worker *w, const char *fmt, const char *a, const char *b,
-		 uint32_t u, unsigned got, unsigned want)
+static void fail(struct worker *w, const char *fmt, const char *a, const char *b, uint32_t u,
+		 unsigned got, unsigned want)
 {
 	if (!w->fails++)
 		snprintf(w->msg, sizeof(w->msg), fmt, a, b, u, got, want);
@@ -185,8 +185,8 @@ static void *work(void *arg)
 				ssize_t len;
 
 				gw_codec_init(&c, o);
-				len = o->encode(&c, NULL, NULL, x, NULL, NULL, m, out,
-						CHUNK * 2, &info);
+				len = o->encode(&c, NULL, NULL, x, NULL, NULL, m, out, CHUNK * 2,
+						&info);
 				if (len != (ssize_t)m * 2) {
 					fail(w, "%s %s: encode failed at chunk %08x (%d, %d)",
 					     o->impl, "", (uint32_t)first, (unsigned)len, 0);
@@ -196,15 +196,13 @@ static void *work(void *arg)
 				    info.nonfinite_index != want.nonfinite_index ||
 				    info.nonfinite_bits != want.nonfinite_bits)
 					fail(w, "%s%s: info of chunk at %08x: flags %x, want %x",
-					     o->impl, "", gw_f2u(x[0]), info.flags,
-					     want.flags);
+					     o->impl, "", gw_f2u(x[0]), info.flags, want.flags);
 				if (!memcmp(out, ref, (size_t)m * 2))
 					continue;
 				for (uint32_t j = 0; j < m; j++)
 					if (out[j] != ref[j])
-						fail(w, "%s%s: %08x -> %04x, want %04x",
-						     o->impl, "", gw_f2u(x[j]), out[j],
-						     ref[j]);
+						fail(w, "%s%s: %08x -> %04x, want %04x", o->impl,
+						     "", gw_f2u(x[j]), out[j], ref[j]);
 			}
 		}
 	}

@@ -20,8 +20,8 @@ static const uint8_t key_a[32] = "the first pre-shared key, 32 b.";
 static const uint8_t key_b[32] = "the other pre-shared key, 32 b.";
 
 /* Build a HELLO and parse it back (so `h` is exactly what was sent). */
-static void mk(struct side *s, uint32_t rank, const char *list, int mode,
-	       const uint8_t *psk, unsigned flags, uint64_t host)
+static void mk(struct side *s, uint32_t rank, const char *list, int mode, const uint8_t *psk,
+	       unsigned flags, uint64_t host)
 {
 	struct gw_hs_hello h = { 0 };
 	char err[256];
@@ -49,14 +49,14 @@ static void mk(struct side *s, uint32_t rank, const char *list, int mode,
 }
 
 /* Decide from both sides; both must agree. Returns the shared rc. */
-static int decide(struct side *a, struct side *b, struct gw_hs_result *ra,
-		  struct gw_hs_result *rb, char *err, size_t errlen)
+static int decide(struct side *a, struct side *b, struct gw_hs_result *ra, struct gw_hs_result *rb,
+		  char *err, size_t errlen)
 {
 	char err2[512];
-	int rc = gw_hs_decide(&a->h, a->raw, a->len, &b->h, b->raw, b->len,
-			      a->psk, ra, err, errlen);
-	int rc2 = gw_hs_decide(&b->h, b->raw, b->len, &a->h, a->raw, a->len,
-			       b->psk, rb, err2, sizeof(err2));
+	int rc =
+		gw_hs_decide(&a->h, a->raw, a->len, &b->h, b->raw, b->len, a->psk, ra, err, errlen);
+	int rc2 = gw_hs_decide(&b->h, b->raw, b->len, &a->h, a->raw, a->len, b->psk, rb, err2,
+			       sizeof(err2));
 
 	CU_ASSERT_EQUAL(rc, rc2);
 	if (!rc && !rc2) {
@@ -69,8 +69,7 @@ static int decide(struct side *a, struct side *b, struct gw_hs_result *ra,
 }
 
 /* Exchange FINISHED both ways; returns what a's check says of b's. */
-static int finish(struct gw_hs_result *ra, struct gw_hs_result *rb, char *err,
-		  size_t errlen)
+static int finish(struct gw_hs_result *ra, struct gw_hs_result *rb, char *err, size_t errlen)
 {
 	uint8_t fa[GW_HS_FINISHED_MAX], fb[GW_HS_FINISHED_MAX];
 	ssize_t la = gw_hs_finished_build(ra, 0, NULL, fa, sizeof(fa));
@@ -90,19 +89,19 @@ static void test_codec_choice(void)
 	struct gw_hs_result ra, rb;
 	char err[512];
 
-	mk(&a, 0, "int8,fp16", GW_MAC_OFF, NULL, 0, 1);	/* equal lists */
+	mk(&a, 0, "int8,fp16", GW_MAC_OFF, NULL, 0, 1); /* equal lists */
 	mk(&b, 1, "int8,fp16", GW_MAC_OFF, NULL, 0, 2);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(ra.codec.ops->id, GW_CODEC_INT8);
 	CU_ASSERT_EQUAL(ra.mac, GW_MAC_NONE);
 	CU_ASSERT_EQUAL(finish(&ra, &rb, err, sizeof(err)), 0);
 
-	mk(&a, 2, "int8,fp16", GW_MAC_OFF, NULL, 0, 1);	/* lower rank decides */
+	mk(&a, 2, "int8,fp16", GW_MAC_OFF, NULL, 0, 1); /* lower rank decides */
 	mk(&b, 1, "fp16,int8", GW_MAC_OFF, NULL, 0, 2);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(ra.codec.ops->id, GW_CODEC_FP16);
 
-	mk(&a, 0, "topk:ratio=0.1,none", GW_MAC_OFF, NULL, 0, 1);	/* its parameters */
+	mk(&a, 0, "topk:ratio=0.1,none", GW_MAC_OFF, NULL, 0, 1); /* its parameters */
 	mk(&b, 3, "bf16,topk:ratio=0.2", GW_MAC_OFF, NULL, 0, 2);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(ra.codec.ops->id, GW_CODEC_TOPK);
@@ -122,7 +121,7 @@ static void test_no_common_codec(void)
 	CU_ASSERT_EQUAL(ra.codec.ops->id, GW_CODEC_NONE);
 	CU_ASSERT_TRUE(ra.fell_back);
 
-	mk(&b, 1, "fp16", GW_MAC_OFF, NULL, 0, 2);		/* b refuses fallback */
+	mk(&b, 1, "fp16", GW_MAC_OFF, NULL, 0, 2); /* b refuses fallback */
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -ENOPROTOOPT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "[topk:ratio=0.01 int8:bucket=512"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "[fp16] (fallback off)"));
@@ -155,30 +154,30 @@ static void test_mac_matrix(void)
 	struct gw_hs_result ra, rb;
 	char err[512];
 
-	mk(&a, 0, "fp16", GW_MAC_REQUIRED, key_a, 0, 1);	/* required vs off */
+	mk(&a, 0, "fp16", GW_MAC_REQUIRED, key_a, 0, 1); /* required vs off */
 	mk(&b, 1, "fp16", GW_MAC_OFF, key_a, 0, 2);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -EACCES);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 0 has it required"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 1 has it off"));
 
-	mk(&b, 1, "fp16", GW_MAC_OPTIONAL, NULL, 0, 2);	/* required vs no key */
+	mk(&b, 1, "fp16", GW_MAC_OPTIONAL, NULL, 0, 2); /* required vs no key */
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -EACCES);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "optional (no key)"));
 
-	mk(&b, 1, "fp16", GW_MAC_OPTIONAL, NULL, 0, 2);	/* optional, no key: off */
+	mk(&b, 1, "fp16", GW_MAC_OPTIONAL, NULL, 0, 2); /* optional, no key: off */
 	mk(&a, 0, "fp16", GW_MAC_OPTIONAL, key_a, 0, 1);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(ra.mac, GW_MAC_NONE);
 
-	mk(&b, 1, "fp16", GW_MAC_OPTIONAL, key_a, 0, 2);	/* both: on */
+	mk(&b, 1, "fp16", GW_MAC_OPTIONAL, key_a, 0, 2); /* both: on */
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
-	CU_ASSERT_EQUAL(ra.mac, GW_MAC_GMAC_AES256);		/* rank 0's first */
+	CU_ASSERT_EQUAL(ra.mac, GW_MAC_GMAC_AES256); /* rank 0's first */
 	CU_ASSERT_EQUAL(memcmp(ra.key_send, rb.key_recv, 32), 0);
 	CU_ASSERT_EQUAL(memcmp(ra.key_recv, rb.key_send, 32), 0);
 	CU_ASSERT_NOT_EQUAL(memcmp(ra.key_send, ra.key_recv, 32), 0);
 	CU_ASSERT_EQUAL(finish(&ra, &rb, err, sizeof(err)), 0);
 
-	mk(&b, 1, "fp16", GW_MAC_REQUIRED, key_b, 0, 2);	/* wrong key */
+	mk(&b, 1, "fp16", GW_MAC_REQUIRED, key_b, 0, 2); /* wrong key */
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(finish(&ra, &rb, err, sizeof(err)), -EKEYREJECTED);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "different keys"));
@@ -193,13 +192,14 @@ static void test_version_skew(void)
 
 	mk(&a, 0, "fp16", GW_MAC_OFF, NULL, 0, 1);
 	mk(&b, 1, "fp16", GW_MAC_OFF, NULL, 0, 2);
-	b.raw[4] = GW_HS_VERSION + 1;					/* a newer peer */
+	b.raw[4] = GW_HS_VERSION + 1; /* a newer peer */
 	CU_ASSERT_EQUAL(gw_hs_hello_parse(b.raw, b.len, &h), -EPROTONOSUPPORT);
 	CU_ASSERT_EQUAL(h.version, GW_HS_VERSION + 1);
 	CU_ASSERT_EQUAL(h.rank, 1);
 	b.h.version = GW_HS_VERSION + 1;
-	CU_ASSERT_EQUAL(gw_hs_decide(&a.h, a.raw, a.len, &b.h, b.raw, b.len, NULL,
-				     &ra, err, sizeof(err)), -EPROTONOSUPPORT);
+	CU_ASSERT_EQUAL(
+		gw_hs_decide(&a.h, a.raw, a.len, &b.h, b.raw, b.len, NULL, &ra, err, sizeof(err)),
+		-EPROTONOSUPPORT);
 	snprintf(want, sizeof(want), "rank 1 speaks %d", GW_HS_VERSION + 1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
 }
@@ -212,8 +212,8 @@ static void mk_agree(struct side *s, uint32_t rank, const char *const *names,
 	char err[256];
 	ssize_t len;
 
-	CU_ASSERT_FATAL(gw_codec_list_parse("fp16", h.codecs, GW_HS_MAX_CODECS, err,
-					    sizeof(err)) == 1);
+	CU_ASSERT_FATAL(gw_codec_list_parse("fp16", h.codecs, GW_HS_MAX_CODECS, err, sizeof(err)) ==
+			1);
 	h.ncodecs = 1;
 	h.version = GW_HS_VERSION;
 	h.rank = rank;
@@ -251,12 +251,12 @@ static void test_agreed_values(void)
 	mk_agree(&b, 1, names, other, 2);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "GRADWIRE_SEGMENT_BYTES differs: rank 0 "
-				      "has 1048576, rank 1 has 65536"));
+					   "has 1048576, rank 1 has 65536"));
 	/* One side does not list a value at all. */
 	mk_agree(&b, 1, names, same, 1);
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "GRADWIRE_SEGMENT_BYTES: rank 0 sets "
-				      "1048576, rank 1 does not know it"));
+					   "1048576, rank 1 does not know it"));
 
 	/* Hostile: a name with a byte outside [A-Z0-9_], a duplicate name,
 	 * a count past the maximum, a value cut short. */
@@ -266,7 +266,7 @@ static void test_agreed_values(void)
 		struct gw_hs_hello h;
 		size_t at = a.len - 2 * (1 + 8) - strlen(names[0]) - strlen(names[1]) - 1;
 
-		CU_ASSERT_EQUAL_FATAL(a.raw[at], 2);	/* nagree */
+		CU_ASSERT_EQUAL_FATAL(a.raw[at], 2); /* nagree */
 		memcpy(raw, a.raw, a.len);
 		raw[at + 2] = 'r';
 		CU_ASSERT_EQUAL(gw_hs_hello_parse(raw, a.len, &h), -EBADMSG);
@@ -278,8 +278,9 @@ static void test_agreed_values(void)
 		h = a.h;
 		h.agree[1] = h.agree[0];
 		CU_ASSERT_FATAL(gw_hs_hello_build(&h, raw, sizeof(raw)) > 0);
-		CU_ASSERT_EQUAL(gw_hs_hello_parse(raw, (size_t)gw_hs_hello_build(
-			&h, raw, sizeof(raw)), &h), -EBADMSG);
+		CU_ASSERT_EQUAL(
+			gw_hs_hello_parse(raw, (size_t)gw_hs_hello_build(&h, raw, sizeof(raw)), &h),
+			-EBADMSG);
 	}
 }
 
@@ -287,17 +288,14 @@ static void test_refusal(void)
 {
 	struct gw_hs_result r = { .peer_rank = 3 };
 	uint8_t f[GW_HS_FINISHED_MAX];
-	ssize_t len = gw_hs_finished_build(NULL, -ENOPROTOOPT, "no common codec", f,
-					   sizeof(f));
+	ssize_t len = gw_hs_finished_build(NULL, -ENOPROTOOPT, "no common codec", f, sizeof(f));
 	char err[256];
 
 	CU_ASSERT_FATAL(len > 0);
-	CU_ASSERT_EQUAL(gw_hs_finished_check(&r, f, (size_t)len, err, sizeof(err)),
-			-ECONNREFUSED);
+	CU_ASSERT_EQUAL(gw_hs_finished_check(&r, f, (size_t)len, err, sizeof(err)), -ECONNREFUSED);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 3 refused: no common codec"));
-	f[45] = 0x07;					/* control characters */
-	CU_ASSERT_EQUAL(gw_hs_finished_check(&r, f, (size_t)len, err, sizeof(err)),
-			-EBADMSG);
+	f[45] = 0x07; /* control characters */
+	CU_ASSERT_EQUAL(gw_hs_finished_check(&r, f, (size_t)len, err, sizeof(err)), -EBADMSG);
 	CU_ASSERT_EQUAL(gw_hs_finished_build(NULL, 0, "x", f, sizeof(f)), -EINVAL);
 }
 
@@ -313,20 +311,24 @@ static void test_hostile_hello(void)
 	memcpy(g, a.raw, a.len);
 	g[a.len] = 0;
 	CU_ASSERT_EQUAL(gw_hs_hello_parse(g, a.len + 1, &h), -EBADMSG);
-#define BAD(stmt) do { memcpy(g, a.raw, a.len); stmt; \
-		CU_ASSERT_EQUAL(gw_hs_hello_parse(g, a.len, &h), -EBADMSG); } while (0)
-	BAD(g[0] ^= 1);				/* magic */
-	BAD(g[6] = 0x80);			/* unknown flag */
-	BAD(g[8] = 9);				/* rank >= size */
-	BAD(g[24] = 3);				/* MAC mode */
-	BAD(g[25] = 5);				/* too many algorithms */
-	BAD(g[26] = 0);				/* no codec */
+#define BAD(stmt)                                                                                  \
+	do {                                                                                       \
+		memcpy(g, a.raw, a.len);                                                           \
+		stmt;                                                                              \
+		CU_ASSERT_EQUAL(gw_hs_hello_parse(g, a.len, &h), -EBADMSG);                        \
+	} while (0)
+	BAD(g[0] ^= 1);	  /* magic */
+	BAD(g[6] = 0x80); /* unknown flag */
+	BAD(g[8] = 9);	  /* rank >= size */
+	BAD(g[24] = 3);	  /* MAC mode */
+	BAD(g[25] = 5);	  /* too many algorithms */
+	BAD(g[26] = 0);	  /* no codec */
 	BAD(g[26] = 9);
-	BAD(g[27] = 1);				/* reserved */
-	BAD(g[63] = 0);				/* a spec of length 0 */
-	BAD(g[63] = 200);			/* longer than the rest */
-	BAD(memcpy(g + 64, "topk:ratio=2.5", 14));	/* out of range */
-	BAD(g[62] = GW_CODEC_INT8);		/* id and spec disagree */
+	BAD(g[27] = 1);				   /* reserved */
+	BAD(g[63] = 0);				   /* a spec of length 0 */
+	BAD(g[63] = 200);			   /* longer than the rest */
+	BAD(memcpy(g + 64, "topk:ratio=2.5", 14)); /* out of range */
+	BAD(g[62] = GW_CODEC_INT8);		   /* id and spec disagree */
 #undef BAD
 	/* A codec this build does not know is skipped, not fatal. */
 	memcpy(g, a.raw, a.len);

@@ -17,8 +17,8 @@ static const struct gw_codec_ops *generic(void)
 	return gw_codec_find_impl("int8-generic");
 }
 
-static struct gw_codec mk(const struct gw_codec_ops *ops, uint32_t bucket,
-			  uint32_t rounding, uint64_t seed)
+static struct gw_codec mk(const struct gw_codec_ops *ops, uint32_t bucket, uint32_t rounding,
+			  uint64_t seed)
 {
 	struct gw_codec c;
 
@@ -31,9 +31,8 @@ static struct gw_codec mk(const struct gw_codec_ops *ops, uint32_t bucket,
 
 /* Encode with ops; *ctr is the stream state. */
 static ssize_t enc(const struct gw_codec_ops *ops, uint32_t bucket, uint32_t rounding,
-		   uint64_t seed, uint64_t *ctr, const float *x, const float *res,
-		   float *res_out, uint64_t n, uint8_t *out, size_t cap,
-		   struct gw_enc_info *info)
+		   uint64_t seed, uint64_t *ctr, const float *x, const float *res, float *res_out,
+		   uint64_t n, uint8_t *out, size_t cap, struct gw_enc_info *info)
 {
 	struct gw_codec c = mk(ops, bucket, rounding, seed);
 
@@ -69,12 +68,12 @@ static void test_hand(void)
 	CU_ASSERT_EQUAL((int8_t)out[14], 95);
 	CU_ASSERT_EQUAL((int8_t)out[15], 127);
 	CU_ASSERT_EQUAL(info.flags, 0);
-	CU_ASSERT_EQUAL(ctr, 0);	/* nearest does not touch the counter */
+	CU_ASSERT_EQUAL(ctr, 0); /* nearest does not touch the counter */
 	CU_ASSERT_EQUAL(generic()->decode(out, (size_t)len, 4, y), 0);
 	CU_ASSERT_EQUAL(y[0], 32 * sc);
 	CU_ASSERT_EQUAL(y[1], 64 * sc);
 	CU_ASSERT_EQUAL(y[2], 95 * sc);
-	CU_ASSERT_EQUAL(y[3], 4.0f);	/* the largest element is exact (seed: 1 step low) */
+	CU_ASSERT_EQUAL(y[3], 4.0f); /* the largest element is exact (seed: 1 step low) */
 	CU_ASSERT_EQUAL(generic()->decode_add(out, (size_t)len, 4, acc), 0);
 	for (int i = 0; i < 4; i++)
 		CU_ASSERT_EQUAL(acc[i], 10 + y[i]);
@@ -82,8 +81,7 @@ static void test_hand(void)
 	/* With a residual: y = x + r is encoded, r_out = y - decoded. */
 	for (int i = 0; i < 4; i++)
 		r[i] = 0.5f;
-	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, &ctr, x, r, r, 4, out, sizeof(out),
-		  &info);
+	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, &ctr, x, r, r, 4, out, sizeof(out), &info);
 	CU_ASSERT_EQUAL_FATAL(len, 16);
 	CU_ASSERT_EQUAL(gw_get32(out + 8), gw_f2u(4.5f / 127.0f));
 	CU_ASSERT_EQUAL(generic()->decode(out, (size_t)len, 4, y), 0);
@@ -106,20 +104,20 @@ static void test_buckets(void)
 	CU_ASSERT_EQUAL(scale_at(out, 0), 1e-3f / 127.0f);
 	CU_ASSERT_EQUAL(scale_at(out, 1), 2000.0f / 127.0f);
 	CU_ASSERT_EQUAL((int8_t)out[16], 127);
-	CU_ASSERT_EQUAL((int8_t)out[17], -64);	/* -63.5, tie to even */
-	CU_ASSERT_EQUAL((int8_t)out[18], 32);	/* 31.75 */
-	CU_ASSERT_EQUAL((int8_t)out[19], 64);	/* 63.5, tie to even */
+	CU_ASSERT_EQUAL((int8_t)out[17], -64); /* -63.5, tie to even */
+	CU_ASSERT_EQUAL((int8_t)out[18], 32);  /* 31.75 */
+	CU_ASSERT_EQUAL((int8_t)out[19], 64);  /* 63.5, tie to even */
 	CU_ASSERT_EQUAL((int8_t)out[20], -127);
-	CU_ASSERT_EQUAL((int8_t)out[21], 0);	/* 0.1905 */
+	CU_ASSERT_EQUAL((int8_t)out[21], 0); /* 0.1905 */
 	CU_ASSERT_EQUAL(generic()->decode(out, (size_t)len, 6, y), 0);
-	for (int i = 0; i < 3; i++)	/* the tiny bucket keeps its precision */
+	for (int i = 0; i < 3; i++) /* the tiny bucket keeps its precision */
 		CU_ASSERT(fabsf(y[i] - x[i]) <= 1e-3f / 127 / 2 * 1.0001f);
 	CU_ASSERT_EQUAL(y[0], 1e-3f);
 	CU_ASSERT_EQUAL(y[4], -2000.0f);
 
 	/* Tail bucket shorter than the others. */
-	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, NULL, x, NULL, NULL, 6, out,
-		  sizeof(out), &info);
+	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, NULL, x, NULL, NULL, 6, out, sizeof(out),
+		  &info);
 	CU_ASSERT_EQUAL_FATAL(len, 8 + 8 + 6);
 	CU_ASSERT_EQUAL(scale_at(out, 0), 1000.0f / 127.0f);
 	CU_ASSERT_EQUAL(scale_at(out, 1), 2000.0f / 127.0f);
@@ -153,12 +151,12 @@ static void test_stochastic(void)
 	const float v = 0.3f;
 	double p = (double)v * 127 - 38;
 
-	x[0] = 1.0f;	/* fixes m = 1 */
+	x[0] = 1.0f; /* fixes m = 1 */
 	for (int i = 1; i < N; i++)
 		x[i] = v;
 	for (int t = 0; t < T; t++) {
-		ssize_t len = enc(generic(), N, GW_ROUND_STOCHASTIC, 42, &ctr, x, NULL,
-				  NULL, N, a, sizeof(a), &info);
+		ssize_t len = enc(generic(), N, GW_ROUND_STOCHASTIC, 42, &ctr, x, NULL, NULL, N, a,
+				  sizeof(a), &info);
 
 		CU_ASSERT_EQUAL_FATAL(len, HDR + 4 + N);
 		CU_ASSERT_EQUAL(generic()->decode(a, (size_t)len, N, y), 0);
@@ -182,19 +180,19 @@ static void test_stochastic(void)
 
 	/* Reproducible: same seed and counter give the same bytes. */
 	tu_fill(x, N, 7);
-	CU_ASSERT_EQUAL_FATAL(enc(generic(), 16, GW_ROUND_STOCHASTIC, 99, &c1, x, NULL,
-				  NULL, N, a, sizeof(a), &info), HDR + 16 + N);
-	CU_ASSERT_EQUAL_FATAL(enc(generic(), 16, GW_ROUND_STOCHASTIC, 99, &c2, x, NULL,
-				  NULL, N, b, sizeof(b), &info), HDR + 16 + N);
+	CU_ASSERT_EQUAL_FATAL(enc(generic(), 16, GW_ROUND_STOCHASTIC, 99, &c1, x, NULL, NULL, N, a,
+				  sizeof(a), &info),
+			      HDR + 16 + N);
+	CU_ASSERT_EQUAL_FATAL(enc(generic(), 16, GW_ROUND_STOCHASTIC, 99, &c2, x, NULL, NULL, N, b,
+				  sizeof(b), &info),
+			      HDR + 16 + N);
 	CU_ASSERT_EQUAL(memcmp(a, b, HDR + 16 + N), 0);
 	CU_ASSERT_EQUAL(c1, 1);
 	/* The next step draws other offsets; so does another seed. */
-	enc(generic(), 16, GW_ROUND_STOCHASTIC, 99, &c2, x, NULL, NULL, N, b, sizeof(b),
-	    &info);
+	enc(generic(), 16, GW_ROUND_STOCHASTIC, 99, &c2, x, NULL, NULL, N, b, sizeof(b), &info);
 	CU_ASSERT_NOT_EQUAL(memcmp(a, b, HDR + 16 + N), 0);
 	c2 = 0;
-	enc(generic(), 16, GW_ROUND_STOCHASTIC, 98, &c2, x, NULL, NULL, N, b, sizeof(b),
-	    &info);
+	enc(generic(), 16, GW_ROUND_STOCHASTIC, 98, &c2, x, NULL, NULL, N, b, sizeof(b), &info);
 	CU_ASSERT_NOT_EQUAL(memcmp(a, b, HDR + 16 + N), 0);
 	/* The offsets are the documented hash. */
 	{
@@ -232,8 +230,8 @@ static void test_bound(void)
 			tu_fill_hard(x, N, bucket + rnd, 0);
 			tu_fill(r0, N, bucket);
 			memcpy(r, r0, N * 4);
-			len = enc(generic(), bucket, rnd, 3, &ctr, x, r, r, N, out,
-				  HDR + 5 * N, &info);
+			len = enc(generic(), bucket, rnd, 3, &ctr, x, r, r, N, out, HDR + 5 * N,
+				  &info);
 			CU_ASSERT_EQUAL_FATAL(len, (ssize_t)(HDR + 4 * gw_nbuckets(N, bucket) + N));
 			CU_ASSERT_EQUAL(generic()->decode(out, (size_t)len, N, y), 0);
 			for (uint64_t i = 0; i < N; i++) {
@@ -255,16 +253,16 @@ static void test_nonfinite(void)
 	float x[6] = { 1, NAN, -2, INFINITY, 0.5f, -INFINITY }, r[6] = { 0 }, y[6];
 	uint8_t out[128];
 	struct gw_enc_info info;
-	ssize_t len = enc(generic(), 3, GW_ROUND_NEAREST, 0, NULL, x, r, r, 6, out,
-			  sizeof(out), &info);
+	ssize_t len =
+		enc(generic(), 3, GW_ROUND_NEAREST, 0, NULL, x, r, r, 6, out, sizeof(out), &info);
 	struct gw_codec c = mk(generic(), 3, GW_ROUND_NEAREST, 0);
 
 	CU_ASSERT_EQUAL_FATAL(len, 8 + 8 + 6);
 	CU_ASSERT_EQUAL(info.flags, GW_PF_NONFINITE);
 	CU_ASSERT_EQUAL(info.nonfinite_index, 1);
 	CU_ASSERT(isnan(gw_u2f(info.nonfinite_bits)));
-	CU_ASSERT_EQUAL(scale_at(out, 0), 2.0f / 127);	/* NaN excluded */
-	CU_ASSERT_EQUAL(scale_at(out, 1), 0.5f / 127);	/* infinities excluded */
+	CU_ASSERT_EQUAL(scale_at(out, 0), 2.0f / 127); /* NaN excluded */
+	CU_ASSERT_EQUAL(scale_at(out, 1), 0.5f / 127); /* infinities excluded */
 	CU_ASSERT_EQUAL(out[17], 0);
 	CU_ASSERT_EQUAL(out[19], 0);
 	CU_ASSERT_EQUAL(out[21], 0);
@@ -306,8 +304,7 @@ static void test_extremes(void)
 	}
 	x[0] = FLT_MAX, x[1] = -FLT_MAX, x[2] = 1e38f, x[3] = -3e38f;
 	memset(r, 0, sizeof(r));
-	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, NULL, x, r, r, 4, out, sizeof(out),
-		  &info);
+	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, NULL, x, r, r, 4, out, sizeof(out), &info);
 	CU_ASSERT_EQUAL_FATAL(len, 16);
 	CU_ASSERT(127.0f * scale_at(out, 0) <= FLT_MAX);
 	CU_ASSERT_EQUAL(generic()->decode(out, (size_t)len, 4, y), 0);
@@ -319,11 +316,10 @@ static void test_extremes(void)
 	/* An all-zero bucket: scale 0, codes 0, and -0.0 stays -0.0 in the residual. */
 	x[0] = 0, x[1] = -0.0f, x[2] = 0, x[3] = 0;
 	memset(r, 0, sizeof(r));
-	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, NULL, x, r, r, 4, out, sizeof(out),
-		  &info);
+	len = enc(generic(), 4, GW_ROUND_NEAREST, 0, NULL, x, r, r, 4, out, sizeof(out), &info);
 	CU_ASSERT_EQUAL(scale_at(out, 0), 0.0f);
 	CU_ASSERT_EQUAL(gw_get32(out + 12), 0);
-	CU_ASSERT_EQUAL(gw_f2u(r[1]), 0);	/* y = -0 + 0 = +0 */
+	CU_ASSERT_EQUAL(gw_f2u(r[1]), 0); /* y = -0 + 0 = +0 */
 	CU_ASSERT_EQUAL(gw_f2u(r[0]), 0);
 }
 
@@ -343,27 +339,31 @@ static void test_rejects(void)
 	CU_ASSERT_EQUAL_FATAL(len, HDR + 4 * 5 + N);
 	CU_ASSERT_EQUAL(generic()->decode(good, len, N, y), 0);
 
-#define MUT(stmt, l, n) \
-	do { memcpy(b, good, sizeof(b)); stmt; tb_reject(GW_CODEC_INT8, b, l, n); } while (0)
+#define MUT(stmt, l, n)                                                                            \
+	do {                                                                                       \
+		memcpy(b, good, sizeof(b));                                                        \
+		stmt;                                                                              \
+		tb_reject(GW_CODEC_INT8, b, l, n);                                                 \
+	} while (0)
 	for (size_t l = 0; l < len; l++)
 		MUT((void)0, l, N);
-	MUT((void)0, len + 1, N);			/* trailing byte */
-	MUT((void)0, len, N - 1);			/* another n */
+	MUT((void)0, len + 1, N); /* trailing byte */
+	MUT((void)0, len, N - 1); /* another n */
 	MUT((void)0, len, N + 1);
 	MUT((void)0, len, GW_MAX_ELEMS + 1);
 	MUT((void)0, len, UINT64_MAX);
-	MUT(gw_put32(b, 0), len, N);			/* bucket 0 */
+	MUT(gw_put32(b, 0), len, N); /* bucket 0 */
 	MUT(gw_put32(b, GW_BUCKET_MAX + 1), len, N);
 	MUT(gw_put32(b, UINT32_MAX), len, N);
-	MUT(gw_put32(b, 7), len, N);			/* 6 buckets: len off by 4 */
-	MUT(gw_put32(b, 10), len, N);			/* 4 buckets */
-	MUT(b[4] = 1, len, N);				/* reserved */
+	MUT(gw_put32(b, 7), len, N);  /* 6 buckets: len off by 4 */
+	MUT(gw_put32(b, 10), len, N); /* 4 buckets */
+	MUT(b[4] = 1, len, N);	      /* reserved */
 	MUT(b[7] = 0x80, len, N);
-	MUT(gw_put32(b + 8, gw_f2u(-1.0f)), len, N);	/* negative scale */
-	MUT(gw_put32(b + 12, 0x80000000u), len, N);	/* -0.0 */
+	MUT(gw_put32(b + 8, gw_f2u(-1.0f)), len, N); /* negative scale */
+	MUT(gw_put32(b + 12, 0x80000000u), len, N);  /* -0.0 */
 	MUT(gw_put32(b + 16, gw_f2u(NAN)), len, N);
 	MUT(gw_put32(b + 20, gw_f2u(INFINITY)), len, N);
-	MUT(gw_put32(b + 24, gw_f2u(FLT_MAX)), len, N);	/* 127 * scale overflows */
+	MUT(gw_put32(b + 24, gw_f2u(FLT_MAX)), len, N); /* 127 * scale overflows */
 	MUT(b[len - 1] = 0x80, len, N);			/* code -128 */
 	MUT(b[HDR + 20] = 0x80, len, N);
 	tb_reject(GW_CODEC_INT8, NULL, 0, N);
@@ -378,20 +378,21 @@ static void test_rejects(void)
 
 	/* Encoder argument errors. */
 	CU_ASSERT_EQUAL(enc(generic(), 8, 0, 0, NULL, x, NULL, NULL, N, good,
-			    gw_int8_generic.bound(&c, N) - 1, &info), -ENOSPC);
-	CU_ASSERT_EQUAL(enc(generic(), 0, 0, 0, NULL, x, NULL, NULL, N, good,
-			    sizeof(good), &info), -EINVAL);
-	CU_ASSERT_EQUAL(enc(generic(), GW_BUCKET_MAX + 1, 0, 0, NULL, x, NULL, NULL, N,
-			    good, sizeof(good), &info), -EINVAL);
-	CU_ASSERT_EQUAL(enc(generic(), 8, 2, 0, NULL, x, NULL, NULL, N, good,
-			    sizeof(good), &info), -EINVAL);
-	CU_ASSERT_EQUAL(enc(generic(), 8, 1, 0, NULL, x, NULL, NULL, N, good,
-			    sizeof(good), &info), -EINVAL);	/* stochastic needs state */
-	CU_ASSERT_EQUAL(enc(generic(), 8, 0, 0, NULL, x, x, NULL, N, good,
-			    sizeof(good), &info), -EINVAL);
-	/* -ENOSPC leaves the counter alone. */
-	CU_ASSERT_EQUAL(enc(generic(), 8, 1, 0, &ctr, x, NULL, NULL, N, good, 20, &info),
+			    gw_int8_generic.bound(&c, N) - 1, &info),
 			-ENOSPC);
+	CU_ASSERT_EQUAL(enc(generic(), 0, 0, 0, NULL, x, NULL, NULL, N, good, sizeof(good), &info),
+			-EINVAL);
+	CU_ASSERT_EQUAL(enc(generic(), GW_BUCKET_MAX + 1, 0, 0, NULL, x, NULL, NULL, N, good,
+			    sizeof(good), &info),
+			-EINVAL);
+	CU_ASSERT_EQUAL(enc(generic(), 8, 2, 0, NULL, x, NULL, NULL, N, good, sizeof(good), &info),
+			-EINVAL);
+	CU_ASSERT_EQUAL(enc(generic(), 8, 1, 0, NULL, x, NULL, NULL, N, good, sizeof(good), &info),
+			-EINVAL); /* stochastic needs state */
+	CU_ASSERT_EQUAL(enc(generic(), 8, 0, 0, NULL, x, x, NULL, N, good, sizeof(good), &info),
+			-EINVAL);
+	/* -ENOSPC leaves the counter alone. */
+	CU_ASSERT_EQUAL(enc(generic(), 8, 1, 0, &ctr, x, NULL, NULL, N, good, 20, &info), -ENOSPC);
 	CU_ASSERT_EQUAL(ctr, 0);
 	CU_ASSERT_EQUAL(gw_codec_state_size(&c, N), 8);
 }
@@ -399,8 +400,8 @@ static void test_rejects(void)
 /* Every usable variant: bytes, residual bits, info, decode identical. */
 static void test_variants(void)
 {
-	static const uint64_t sizes[] = { 0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64,
-					  65, 127, 200, 511, 513, 1000, 1027, 4099 };
+	static const uint64_t sizes[] = { 0,  1,  2,  7,   8,	9,   15,  16,	17,   31,  33,
+					  63, 64, 65, 127, 200, 511, 513, 1000, 1027, 4099 };
 	static const uint32_t buckets[] = { 1, 3, 8, 13, 16, 17, 512, 1000 };
 	const uint64_t nmax = 4099;
 	size_t cap = HDR + 5 * nmax;
@@ -417,26 +418,28 @@ static void test_variants(void)
 			continue;
 		tested++;
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
-		for (size_t bi = 0; bi < sizeof(buckets) / sizeof(buckets[0]); bi++)
-		for (int v = 0; v < 8; v++) {
-			uint64_t n = sizes[si], ca = (uint64_t)v << 20, cb = ca;
-			uint32_t rnd = v & 1;
-			int with_res = v & 2, nonfin = v & 4;
-			struct tb_enc ea = { a, 0, { 0 }, ra, ya };
-			struct tb_enc eb = { b, 0, { 0 }, rb, yb };
+			for (size_t bi = 0; bi < sizeof(buckets) / sizeof(buckets[0]); bi++)
+				for (int v = 0; v < 8; v++) {
+					uint64_t n = sizes[si], ca = (uint64_t)v << 20, cb = ca;
+					uint32_t rnd = v & 1;
+					int with_res = v & 2, nonfin = v & 4;
+					struct tb_enc ea = { a, 0, { 0 }, ra, ya };
+					struct tb_enc eb = { b, 0, { 0 }, rb, yb };
 
-			tu_fill_hard(x, n, n * 31 + buckets[bi] + (uint64_t)v, nonfin);
-			tu_fill(r0, n, n + 5);
-			memcpy(ra, r0, n * 4);
-			memcpy(rb, r0, n * 4);
-			ea.len = enc(generic(), buckets[bi], rnd, 77, &ca, x,
-				     with_res ? ra : NULL, with_res ? ra : NULL, n, a, cap,
-				     &ea.info);
-			eb.len = enc(o, buckets[bi], rnd, 77, &cb, x, with_res ? rb : NULL,
-				     with_res ? rb : NULL, n, b, cap, &eb.info);
-			CU_ASSERT_EQUAL(ca, cb);
-			tb_same(generic(), o, &ea, &eb, r0, n, buckets[bi], v);
-		}
+					tu_fill_hard(x, n, n * 31 + buckets[bi] + (uint64_t)v,
+						     nonfin);
+					tu_fill(r0, n, n + 5);
+					memcpy(ra, r0, n * 4);
+					memcpy(rb, r0, n * 4);
+					ea.len = enc(generic(), buckets[bi], rnd, 77, &ca, x,
+						     with_res ? ra : NULL, with_res ? ra : NULL, n,
+						     a, cap, &ea.info);
+					eb.len = enc(o, buckets[bi], rnd, 77, &cb, x,
+						     with_res ? rb : NULL, with_res ? rb : NULL, n,
+						     b, cap, &eb.info);
+					CU_ASSERT_EQUAL(ca, cb);
+					tb_same(generic(), o, &ea, &eb, r0, n, buckets[bi], v);
+				}
 	}
 	if (!tested)
 		printf("(no SIMD variant usable here) ");
@@ -454,8 +457,9 @@ static void test_payload(void)
 	ssize_t len;
 	uint64_t ctr = 0;
 
-	CU_ASSERT_EQUAL_FATAL(gw_codec_parse("int8:bucket=100,rounding=stochastic,seed=5",
-					     &c, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL_FATAL(
+		gw_codec_parse("int8:bucket=100,rounding=stochastic,seed=5", &c, err, sizeof(err)),
+		0);
 	buf = tu_alloc(gw_payload_bound(&c, N));
 	tu_fill(x, N, 11);
 	len = gw_payload_encode(&c, &ctr, NULL, x, r, r, N, buf, gw_payload_bound(&c, N));

@@ -22,12 +22,10 @@ static void le64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void sign(enum gw_mac_alg alg, uint64_t seq, const uint8_t *d, size_t len,
-		 uint8_t *tag)
+static void sign(enum gw_mac_alg alg, uint64_t seq, const uint8_t *d, size_t len, uint8_t *tag)
 {
 	struct gw_mac *m;
-	struct iovec iov[2] = { { (void *)d, len / 3 },
-				{ (void *)(d + len / 3), len - len / 3 } };
+	struct iovec iov[2] = { { (void *)d, len / 3 }, { (void *)(d + len / 3), len - len / 3 } };
 
 	CU_ASSERT_EQUAL_FATAL(gw_mac_create(alg, key, &m), 0);
 	CU_ASSERT_EQUAL(gw_mac_sign(m, seq, 0x01020304, iov, 2, tag), 0);
@@ -40,7 +38,7 @@ static void test_hmac_reference(void)
 	unsigned wlen = 0;
 
 	le64(buf, 77);
-	memcpy(buf + 8, "\x04\x03\x02\x01", 4);	/* slot, little-endian */
+	memcpy(buf + 8, "\x04\x03\x02\x01", 4); /* slot, little-endian */
 	memcpy(buf + 12, data, sizeof(data));
 	HMAC(EVP_sha256(), key, sizeof(key), buf, 12 + sizeof(data), want, &wlen);
 	sign(GW_MAC_HMAC_SHA256, 77, data, sizeof(data), tag);
@@ -56,7 +54,7 @@ static void test_gmac_reference(void)
 	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
 	int outl;
 
-	le64(iv, 123456789);				/* IV = seq || slot */
+	le64(iv, 123456789); /* IV = seq || slot */
 	memcpy(iv + 8, "\x04\x03\x02\x01", 4);
 	CU_ASSERT_FATAL(EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv) == 1);
 	CU_ASSERT(EVP_EncryptUpdate(c, NULL, &outl, iv, 12) == 1);
@@ -87,10 +85,10 @@ static void test_verify(void)
 		for (uint64_t s = 6; s < 40; s++)
 			CU_ASSERT_EQUAL(gw_mac_sign(m, s, 2, &iov, 1, t2), 0);
 		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, 2, &iov, 1, t2), 0);
-		CU_ASSERT_EQUAL(memcmp(t2, tag, tl), 0);		/* deterministic */
+		CU_ASSERT_EQUAL(memcmp(t2, tag, tl), 0); /* deterministic */
 		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 2, &iov, 1, tag), 0);
-		CU_ASSERT_EQUAL(gw_mac_verify(m, 6, 2, &iov, 1, tag), -EBADMSG);	/* replay */
-		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 3, &iov, 1, tag), -EBADMSG);	/* other slot */
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 6, 2, &iov, 1, tag), -EBADMSG); /* replay */
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 5, 3, &iov, 1, tag), -EBADMSG); /* other slot */
 		CU_ASSERT_EQUAL(gw_mac_sign(m, 5, 3, &iov, 1, t2), 0);
 		CU_ASSERT_NOT_EQUAL(memcmp(t2, tag, tl), 0);
 		for (size_t bit = 0; bit < 8 * 100; bit += 7) {
@@ -104,7 +102,7 @@ static void test_verify(void)
 			tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
 		memcpy(other, key, sizeof(other));
-		other[0] ^= 1;					/* another session */
+		other[0] ^= 1; /* another session */
 		CU_ASSERT_EQUAL_FATAL(gw_mac_create(algs[a], other, &m2), 0);
 		CU_ASSERT_EQUAL(gw_mac_verify(m2, 5, 2, &iov, 1, tag), -EBADMSG);
 		gw_mac_destroy(m2);
@@ -128,19 +126,20 @@ static void test_hkdf_rfc5869(void)
 {
 	/* RFC 5869, A.1 (SHA-256, test case 1). */
 	uint8_t ikm[22], salt[13], info[10], okm[42];
-	static const uint8_t want[42] = {
-		0x3c, 0xb2, 0x5f, 0x25, 0xfa, 0xac, 0xd5, 0x7a, 0x90, 0x43, 0x4f,
-		0x64, 0xd0, 0x36, 0x2f, 0x2a, 0x2d, 0x2d, 0x0a, 0x90, 0xcf, 0x1a,
-		0x5a, 0x4c, 0x5d, 0xb0, 0x2d, 0x56, 0xec, 0xc4, 0xc5, 0xbf, 0x34,
-		0x00, 0x72, 0x08, 0xd5, 0xb8, 0x87, 0x18, 0x58, 0x65 };
+	static const uint8_t want[42] = { 0x3c, 0xb2, 0x5f, 0x25, 0xfa, 0xac, 0xd5, 0x7a, 0x90,
+					  0x43, 0x4f, 0x64, 0xd0, 0x36, 0x2f, 0x2a, 0x2d, 0x2d,
+					  0x0a, 0x90, 0xcf, 0x1a, 0x5a, 0x4c, 0x5d, 0xb0, 0x2d,
+					  0x56, 0xec, 0xc4, 0xc5, 0xbf, 0x34, 0x00, 0x72, 0x08,
+					  0xd5, 0xb8, 0x87, 0x18, 0x58, 0x65 };
 
 	memset(ikm, 0x0b, sizeof(ikm));
 	for (int i = 0; i < 13; i++)
 		salt[i] = (uint8_t)i;
 	for (int i = 0; i < 10; i++)
 		info[i] = (uint8_t)(0xf0 + i);
-	CU_ASSERT_EQUAL(gw_hkdf(ikm, sizeof(ikm), salt, sizeof(salt), info,
-				sizeof(info), okm, sizeof(okm)), 0);
+	CU_ASSERT_EQUAL(
+		gw_hkdf(ikm, sizeof(ikm), salt, sizeof(salt), info, sizeof(info), okm, sizeof(okm)),
+		0);
 	CU_ASSERT_EQUAL(memcmp(okm, want, sizeof(want)), 0);
 }
 
@@ -163,19 +162,19 @@ static void test_key_file(void)
 	snprintf(p, sizeof(p), "%s/key", dir);
 	write_file(p, "a secret of some length\n", 0600);
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k1), 0);
-	write_file(p, "a secret of some length", 0400);	/* newline stripped */
+	write_file(p, "a secret of some length", 0400); /* newline stripped */
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k2), 0);
 	CU_ASSERT_EQUAL(memcmp(k1, k2, 32), 0);
 	write_file(p, "another secret, longer", 0600);
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k2), 0);
 	CU_ASSERT_NOT_EQUAL(memcmp(k1, k2, 32), 0);
-	write_file(p, "a secret of some length", 0644);	/* others can read */
+	write_file(p, "a secret of some length", 0644); /* others can read */
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k2), -EACCES);
-	write_file(p, "a secret of some length", 0660);	/* group can write */
+	write_file(p, "a secret of some length", 0660); /* group can write */
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k2), -EACCES);
 	write_file(p, "short", 0600);
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k2), -EINVAL);
-	CU_ASSERT_EQUAL(gw_key_file_load(dir, k2), -EACCES);	/* not a file */
+	CU_ASSERT_EQUAL(gw_key_file_load(dir, k2), -EACCES); /* not a file */
 	unlink(p);
 	CU_ASSERT_EQUAL(gw_key_file_load(p, k2), -ENOENT);
 	rmdir(dir);

@@ -19,8 +19,8 @@ static const struct gw_codec_ops *generic(void)
 }
 
 static ssize_t enc(const struct gw_codec_ops *ops, uint32_t bucket, const float *x,
-		   const float *res, float *res_out, uint64_t n, uint8_t *out,
-		   size_t cap, struct gw_enc_info *info)
+		   const float *res, float *res_out, uint64_t n, uint8_t *out, size_t cap,
+		   struct gw_enc_info *info)
 {
 	struct gw_codec c;
 
@@ -51,8 +51,8 @@ static void test_hand(void)
 	CU_ASSERT_EQUAL_FATAL(len, 8 + 12 + 2);
 	CU_ASSERT_EQUAL(gw_get32(out), 4);
 	CU_ASSERT_EQUAL(gw_get32(out + 4), 0);
-	CU_ASSERT_EQUAL(scale_at(out, 0), 0.75f);	/* (1 + 2 + 0 + 0) / 4 */
-	CU_ASSERT_EQUAL(scale_at(out, 1), 4.5f);	/* 18 / 4 */
+	CU_ASSERT_EQUAL(scale_at(out, 0), 0.75f); /* (1 + 2 + 0 + 0) / 4 */
+	CU_ASSERT_EQUAL(scale_at(out, 1), 4.5f);  /* 18 / 4 */
 	CU_ASSERT_EQUAL(scale_at(out, 2), 7.0f);
 	/* Bits 1,0,1,1 1,0,1,1 | 1: zero and -0.0 are positive. */
 	CU_ASSERT_EQUAL(out[20], 0xDD);
@@ -79,8 +79,7 @@ static void test_scale(void)
 
 	tu_fill(x, N, 21);
 	for (uint32_t bucket = 1; bucket <= N; bucket = bucket * 2 + 5) {
-		ssize_t len = enc(generic(), bucket, x, NULL, NULL, N, out,
-				  HDR + 4 * N + N, &info);
+		ssize_t len = enc(generic(), bucket, x, NULL, NULL, N, out, HDR + 4 * N + N, &info);
 
 		CU_ASSERT_FATAL(len > 0);
 		for (uint64_t b0 = 0, j = 0; b0 < N; b0 += bucket, j++) {
@@ -92,8 +91,8 @@ static void test_scale(void)
 				s[(i - b0) % 8] += fabsf(x[i]);
 				d += fabs((double)x[i]);
 			}
-			want = (((s[0] + s[4]) + (s[2] + s[6])) +
-				((s[1] + s[5]) + (s[3] + s[7]))) / (float)(e - b0);
+			want = (((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))) /
+			       (float)(e - b0);
 			CU_ASSERT_EQUAL(scale_at(out, j), want);
 			CU_ASSERT(fabs(scale_at(out, j) - d / (double)(e - b0)) <=
 				  1e-5 * d / (double)(e - b0));
@@ -132,8 +131,8 @@ static void test_nonfinite(void)
 	CU_ASSERT_EQUAL_FATAL(len, 8 + 4 + 1);
 	CU_ASSERT_EQUAL(info.flags, GW_PF_NONFINITE);
 	CU_ASSERT_EQUAL(info.nonfinite_index, 1);
-	CU_ASSERT_EQUAL(scale_at(out, 0), 3.0f);	/* (2 + 4) / 2 */
-	CU_ASSERT_EQUAL(out[12], 0x17);			/* 1,1,1,0,1 */
+	CU_ASSERT_EQUAL(scale_at(out, 0), 3.0f); /* (2 + 4) / 2 */
+	CU_ASSERT_EQUAL(out[12], 0x17);		 /* 1,1,1,0,1 */
 	CU_ASSERT_EQUAL(r[0], -1.0f);
 	CU_ASSERT_EQUAL(gw_f2u(r[1]), 0);
 	CU_ASSERT_EQUAL(gw_f2u(r[2]), 0);
@@ -185,11 +184,15 @@ static void test_rejects(void)
 	tu_fill(x, N, 4);
 	len = (size_t)enc(generic(), 8, x, NULL, NULL, N, good, sizeof(good), &info);
 	CU_ASSERT_EQUAL_FATAL(len, HDR + 4 * 5 + 5);
-	CU_ASSERT_EQUAL(good[len - 1] >> 5, 0);		/* padding written as 0 */
+	CU_ASSERT_EQUAL(good[len - 1] >> 5, 0); /* padding written as 0 */
 	CU_ASSERT_EQUAL(generic()->decode(good, len, N, y), 0);
 
-#define MUT(stmt, l, n) \
-	do { memcpy(b, good, sizeof(b)); stmt; tb_reject(GW_CODEC_ONEBIT, b, l, n); } while (0)
+#define MUT(stmt, l, n)                                                                            \
+	do {                                                                                       \
+		memcpy(b, good, sizeof(b));                                                        \
+		stmt;                                                                              \
+		tb_reject(GW_CODEC_ONEBIT, b, l, n);                                               \
+	} while (0)
 	for (size_t l = 0; l < len; l++)
 		MUT((void)0, l, N);
 	MUT((void)0, len + 1, N);
@@ -198,13 +201,13 @@ static void test_rejects(void)
 	MUT((void)0, len, GW_MAX_ELEMS + 1);
 	MUT(gw_put32(b, 0), len, N);
 	MUT(gw_put32(b, GW_BUCKET_MAX + 1), len, N);
-	MUT(gw_put32(b, 7), len, N);			/* 6 buckets */
+	MUT(gw_put32(b, 7), len, N); /* 6 buckets */
 	MUT(b[5] = 1, len, N);
 	MUT(gw_put32(b + 8, gw_f2u(-0.5f)), len, N);
 	MUT(gw_put32(b + 12, 0x80000000u), len, N);
 	MUT(gw_put32(b + 16, gw_f2u(NAN)), len, N);
 	MUT(gw_put32(b + 24, gw_f2u(INFINITY)), len, N);
-	MUT(b[len - 1] |= 0x20, len, N);		/* padding bits */
+	MUT(b[len - 1] |= 0x20, len, N); /* padding bits */
 	MUT(b[len - 1] |= 0x80, len, N);
 	tb_reject(GW_CODEC_ONEBIT, NULL, 0, N);
 #undef MUT
@@ -218,12 +221,11 @@ static void test_rejects(void)
 
 	gw_codec_init(&c, generic());
 	c.p.bucket = 8;
-	CU_ASSERT_EQUAL(enc(generic(), 8, x, NULL, NULL, N, good,
-			    generic()->bound(&c, N) - 1, &info), -ENOSPC);
-	CU_ASSERT_EQUAL(enc(generic(), 0, x, NULL, NULL, N, good, sizeof(good), &info),
-			-EINVAL);
-	CU_ASSERT_EQUAL(enc(generic(), 8, x, x, NULL, N, good, sizeof(good), &info),
-			-EINVAL);
+	CU_ASSERT_EQUAL(
+		enc(generic(), 8, x, NULL, NULL, N, good, generic()->bound(&c, N) - 1, &info),
+		-ENOSPC);
+	CU_ASSERT_EQUAL(enc(generic(), 0, x, NULL, NULL, N, good, sizeof(good), &info), -EINVAL);
+	CU_ASSERT_EQUAL(enc(generic(), 8, x, x, NULL, N, good, sizeof(good), &info), -EINVAL);
 	len = (size_t)enc(generic(), 8, x, NULL, NULL, 0, good, sizeof(good), &info);
 	CU_ASSERT_EQUAL(len, 8);
 	CU_ASSERT_EQUAL(generic()->decode(good, 8, 0, y), 0);
@@ -232,8 +234,8 @@ static void test_rejects(void)
 
 static void test_variants(void)
 {
-	static const uint64_t sizes[] = { 0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64,
-					  65, 127, 200, 511, 513, 1000, 1027, 4099 };
+	static const uint64_t sizes[] = { 0,  1,  2,  7,   8,	9,   15,  16,	17,   31,  33,
+					  63, 64, 65, 127, 200, 511, 513, 1000, 1027, 4099 };
 	static const uint32_t buckets[] = { 1, 3, 5, 8, 13, 16, 17, 512, 1000 };
 	const uint64_t nmax = 4099;
 	size_t cap = HDR + 4 * nmax + nmax;
@@ -246,33 +248,34 @@ static void test_variants(void)
 	for (size_t k = 0; k < gw_codec_count(); k++) {
 		const struct gw_codec_ops *o = gw_codec_at(k);
 
-		if (o->id != GW_CODEC_ONEBIT || o == generic() ||
-		    (o->cpu_ok && !o->cpu_ok()))
+		if (o->id != GW_CODEC_ONEBIT || o == generic() || (o->cpu_ok && !o->cpu_ok()))
 			continue;
 		tested++;
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
-		for (size_t bi = 0; bi < sizeof(buckets) / sizeof(buckets[0]); bi++)
-		for (int v = 0; v < 6; v++) {
-			uint64_t n = sizes[si];
-			int with_res = v & 1;
-			struct tb_enc ea = { a, 0, { 0 }, ra, ya };
-			struct tb_enc eb = { b, 0, { 0 }, rb, yb };
+			for (size_t bi = 0; bi < sizeof(buckets) / sizeof(buckets[0]); bi++)
+				for (int v = 0; v < 6; v++) {
+					uint64_t n = sizes[si];
+					int with_res = v & 1;
+					struct tb_enc ea = { a, 0, { 0 }, ra, ya };
+					struct tb_enc eb = { b, 0, { 0 }, rb, yb };
 
-			tu_fill_hard(x, n, n * 17 + buckets[bi] + (uint64_t)v, v & 2);
-			if (v & 4)		/* sums that overflow */
-				for (uint64_t i = 0; i < n; i += 2)
-					x[i] = i % 4 ? FLT_MAX : -3e38f;
-			tu_fill(r0, n, n + 9);
-			memcpy(ra, r0, n * 4);
-			memcpy(rb, r0, n * 4);
-			memset(a, 0xAA, cap);
-			memset(b, 0x55, cap);
-			ea.len = enc(generic(), buckets[bi], x, with_res ? ra : NULL,
-				     with_res ? ra : NULL, n, a, cap, &ea.info);
-			eb.len = enc(o, buckets[bi], x, with_res ? rb : NULL,
-				     with_res ? rb : NULL, n, b, cap, &eb.info);
-			tb_same(generic(), o, &ea, &eb, r0, n, buckets[bi], v);
-		}
+					tu_fill_hard(x, n, n * 17 + buckets[bi] + (uint64_t)v,
+						     v & 2);
+					if (v & 4) /* sums that overflow */
+						for (uint64_t i = 0; i < n; i += 2)
+							x[i] = i % 4 ? FLT_MAX : -3e38f;
+					tu_fill(r0, n, n + 9);
+					memcpy(ra, r0, n * 4);
+					memcpy(rb, r0, n * 4);
+					memset(a, 0xAA, cap);
+					memset(b, 0x55, cap);
+					ea.len =
+						enc(generic(), buckets[bi], x, with_res ? ra : NULL,
+						    with_res ? ra : NULL, n, a, cap, &ea.info);
+					eb.len = enc(o, buckets[bi], x, with_res ? rb : NULL,
+						     with_res ? rb : NULL, n, b, cap, &eb.info);
+					tb_same(generic(), o, &ea, &eb, r0, n, buckets[bi], v);
+				}
 	}
 	if (!tested)
 		printf("(no SIMD variant usable here) ");

@@ -62,8 +62,8 @@ static void test_layout(void)
 	CU_ASSERT_EQUAL(enc(x, N, buf, GW_PAYLOAD_HDR + 4 * N), -ENOSPC);
 	CU_ASSERT_EQUAL(enc(x, N, buf, 10), -ENOSPC);
 	/* Residual in without residual out is a caller bug. */
-	CU_ASSERT_EQUAL(gw_payload_encode(&c, NULL, NULL, x, x, NULL, N, buf,
-					  sizeof(buf)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_payload_encode(&c, NULL, NULL, x, x, NULL, N, buf, sizeof(buf)),
+			-EINVAL);
 }
 
 static void test_empty(void)
@@ -97,7 +97,7 @@ static void test_nonfinite_record(void)
 	free(scratch);
 	CU_ASSERT_FATAL(len > GW_PAYLOAD_HDR + GW_PAYLOAD_NONFINITE_REC);
 	CU_ASSERT_EQUAL(buf[3] & GW_PF_NONFINITE, GW_PF_NONFINITE);
-	CU_ASSERT_EQUAL(gw_get64(buf + 24), 5);		/* the first one */
+	CU_ASSERT_EQUAL(gw_get64(buf + 24), 5); /* the first one */
 	CU_ASSERT_EQUAL(gw_get32(buf + 32), gw_f2u(-INFINITY));
 	CU_ASSERT_EQUAL(gw_payload_decode(buf, (size_t)len, y, N), 0);
 	CU_ASSERT(isinf(y[5]) && y[5] < 0);
@@ -181,18 +181,22 @@ static void test_rejects(void)
 	tu_fill(x, N, 3);
 	len = (size_t)enc(x, N, good, sizeof(good));
 
-#define MUTATE(stmt, l, n, want) do { memcpy(b, good, sizeof(b)); stmt; \
-		reject(b, l, n, want); } while (0)
-	for (size_t l = 0; l < len; l++)		/* every truncation */
+#define MUTATE(stmt, l, n, want)                                                                   \
+	do {                                                                                       \
+		memcpy(b, good, sizeof(b));                                                        \
+		stmt;                                                                              \
+		reject(b, l, n, want);                                                             \
+	} while (0)
+	for (size_t l = 0; l < len; l++) /* every truncation */
 		MUTATE((void)0, l, N, -EBADMSG);
-	MUTATE((void)0, len + 1, N, -EBADMSG);		/* trailing byte */
-	MUTATE((void)0, len, N - 1, -EBADMSG);		/* n is not what we expect */
+	MUTATE((void)0, len + 1, N, -EBADMSG); /* trailing byte */
+	MUTATE((void)0, len, N - 1, -EBADMSG); /* n is not what we expect */
 	MUTATE((void)0, len, N + 1, -EBADMSG);
-	MUTATE(b[0] = 2, len, N, -EPROTONOSUPPORT);	/* version skew */
-	MUTATE(b[1] = 99, len, N, -EPROTONOSUPPORT);	/* unknown codec */
-	MUTATE(b[2] = 0, len, N, -EBADMSG);		/* dtype */
-	MUTATE(b[3] = 0x80, len, N, -EBADMSG);		/* unknown flag */
-	MUTATE(b[5] = 1, len, N, -EBADMSG);		/* reserved */
+	MUTATE(b[0] = 2, len, N, -EPROTONOSUPPORT);  /* version skew */
+	MUTATE(b[1] = 99, len, N, -EPROTONOSUPPORT); /* unknown codec */
+	MUTATE(b[2] = 0, len, N, -EBADMSG);	     /* dtype */
+	MUTATE(b[3] = 0x80, len, N, -EBADMSG);	     /* unknown flag */
+	MUTATE(b[5] = 1, len, N, -EBADMSG);	     /* reserved */
 	MUTATE(gw_put64(b + 8, GW_MAX_ELEMS + 1), len, N, -EBADMSG);
 	MUTATE(gw_put64(b + 8, UINT64_MAX), len, N, -EBADMSG);
 	MUTATE(gw_put64(b + 16, 4 * N + 1), len, N, -EBADMSG);
@@ -223,13 +227,13 @@ static void test_rejects(void)
 		CU_ASSERT(isinf(y[3]) && y[3] > 0);
 	}
 	memcpy(b, good, sizeof(b));
-	gw_put64(b + 24, N);				/* index out of range */
+	gw_put64(b + 24, N); /* index out of range */
 	reject(b, len, N, -EBADMSG);
 	memcpy(b, good, sizeof(b));
-	gw_put32(b + 32, gw_f2u(1.0f));			/* a finite "non-finite" */
+	gw_put32(b + 32, gw_f2u(1.0f)); /* a finite "non-finite" */
 	reject(b, len, N, -EBADMSG);
 	memcpy(b, good, sizeof(b));
-	b[39] = 1;					/* reserved */
+	b[39] = 1; /* reserved */
 	reject(b, len, N, -EBADMSG);
 	reject(NULL, 0, N, -EBADMSG);
 }

@@ -27,7 +27,7 @@
 #include "tutil.h"
 
 #define RANKS 3
-#define N 100003		/* odd: ring chunks of unequal length */
+#define N 100003 /* odd: ring chunks of unequal length */
 
 static const struct gradwire_plugin_v1 *gw;
 
@@ -57,8 +57,8 @@ static void test_table(void)
 	CU_ASSERT(gw->size >= sizeof(struct gradwire_plugin_v1));
 	CU_ASSERT_EQUAL(gw->version, GRADWIRE_PLUGIN_VERSION);
 	/* Every member after size and version is a function pointer, set. */
-	for (size_t off = offsetof(struct gradwire_plugin_v1, init);
-	     off < sizeof(*gw); off += sizeof(void (*)(void))) {
+	for (size_t off = offsetof(struct gradwire_plugin_v1, init); off < sizeof(*gw);
+	     off += sizeof(void (*)(void))) {
 		void (*fn)(void);
 
 		memcpy(&fn, (const char *)gw + off, sizeof(fn));
@@ -75,8 +75,7 @@ static void expect_init_fails(const char *name, const char *value)
 	setenv(name, value, 1);
 	CU_ASSERT_EQUAL(gw->init(err, sizeof(err)), -EINVAL);
 	if (!strstr(err, name))
-		printf("\n  init error for %s=%s does not name it: \"%s\"\n",
-		       name, value, err);
+		printf("\n  init error for %s=%s does not name it: \"%s\"\n", name, value, err);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, name));
 	unsetenv(name);
 }
@@ -91,17 +90,14 @@ static void test_init_errors(void)
 	expect_init_fails("GRADWIRE_TIMEOUT_MS", "soon");
 	expect_init_fails("GRADWIRE_MAC", "sometimes");
 	expect_init_fails("GRADWIRE_CODEC", "int9");
-	expect_init_fails("GRADWIRE_CODECS", "int8");	/* unknown name: a typo */
+	expect_init_fails("GRADWIRE_CODECS", "int8"); /* unknown name: a typo */
 	/* No context before a successful init. */
-	CU_ASSERT_EQUAL(gw->context_create_file(0, 1, "/tmp", &c, err,
-						sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(gw->context_create_file(0, 1, "/tmp", &c, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "init"));
 	/* Bad arguments are refused before anything connects. */
 	CU_ASSERT_EQUAL(gw->init(err, sizeof(err)), 0);
-	CU_ASSERT_EQUAL(gw->context_create_file(2, 2, "/tmp", &c, err,
-						sizeof(err)), -EINVAL);
-	CU_ASSERT_EQUAL(gw->context_create(0, 1, NULL, &c, err, sizeof(err)),
-			-EINVAL);
+	CU_ASSERT_EQUAL(gw->context_create_file(2, 2, "/tmp", &c, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(gw->context_create(0, 1, NULL, &c, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_EQUAL(gw->finalize(), 0);
 }
 
@@ -142,8 +138,7 @@ static int host_set(void *arg, const char *key, const void *val, size_t len)
 	return 0;
 }
 
-static ssize_t host_get(void *arg, const char *key, void *buf, size_t cap,
-			int timeout_ms)
+static ssize_t host_get(void *arg, const char *key, void *buf, size_t cap, int timeout_ms)
 {
 	struct timespec ts = { 0, 2 * 1000 * 1000 };
 	char path[512];
@@ -172,9 +167,14 @@ static uint64_t seed_of(int rank, int step)
 	return (uint64_t)rank * 7919 + (uint64_t)step * 104729 + 1;
 }
 
-#define FAIL(code, ...) do { fprintf(stderr, "rank %d: ", rank); \
-	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); rc = (code); \
-	goto out; } while (0)
+#define FAIL(code, ...)                                                                            \
+	do {                                                                                       \
+		fprintf(stderr, "rank %d: ", rank);                                                \
+		fprintf(stderr, __VA_ARGS__);                                                      \
+		fputc('\n', stderr);                                                               \
+		rc = (code);                                                                       \
+		goto out;                                                                          \
+	} while (0)
 
 /*
  * Allreduce of every rank's tu_fill(seed_of(r, step)) data. Exact (flags 0):
@@ -182,8 +182,8 @@ static uint64_t seed_of(int rank, int step)
  * lossy hops errs by at most half a quantisation step, a step being at most
  * max|partial sum| / 127; the bound allows size steps per element.
  */
-static int check_allreduce(struct gradwire_context *c, int rank, int size,
-			   int step, unsigned flags, int id)
+static int check_allreduce(struct gradwire_context *c, int rank, int size, int step, unsigned flags,
+			   int id)
 {
 	float *y = tu_alloc(N * 4), *x = tu_alloc(N * 4);
 	double *exact = tu_alloc(N * 8), *mag = tu_alloc(N * 8), maxmag = 0;
@@ -208,8 +208,8 @@ static int check_allreduce(struct gradwire_context *c, int rank, int size,
 		double bound = flags ? size * maxmag / 127 : 1e-5 * mag[i] + 1e-30;
 
 		if (!(fabs(y[i] - exact[i]) <= bound))
-			FAIL(21, "allreduce flags %u: y[%d] = %.9g, sum %.9g",
-			     flags, i, y[i], exact[i]);
+			FAIL(21, "allreduce flags %u: y[%d] = %.9g, sum %.9g", flags, i, y[i],
+			     exact[i]);
 	}
 	/* Every replica holds the same bits. */
 	h = tp_hash(y, N * 4);
@@ -225,14 +225,16 @@ out:
 }
 
 struct run_arg {
-	int host_store;		/* context_create with this file's store */
+	int host_store; /* context_create with this file's store */
 };
 
 static int body(int rank, int size, const char *dir, void *varg)
 {
 	const struct run_arg *a = varg;
 	struct gradwire_store store = {
-		.size = sizeof(store), .set = host_set, .get = host_get,
+		.size = sizeof(store),
+		.set = host_set,
+		.get = host_get,
 		.arg = (void *)dir,
 	};
 	struct gradwire_context *c = NULL;
@@ -268,15 +270,15 @@ static int body(int rank, int size, const char *dir, void *varg)
 		FAIL(30, "stats: %s", gw->strerror(rc));
 	if (strncmp(st.codec, "int8", 4) || !st.frames_sent ||
 	    !(st.wire_sent < st.raw_sent / 4 * 3) || strcmp(st.mac, "none"))
-		FAIL(31, "stats to %d: codec %s, mac %s, %llu frames, wire %llu "
-		     "of raw %llu", next, st.codec, st.mac,
-		     (unsigned long long)st.frames_sent,
-		     (unsigned long long)st.wire_sent,
-		     (unsigned long long)st.raw_sent);
+		FAIL(31,
+		     "stats to %d: codec %s, mac %s, %llu frames, wire %llu "
+		     "of raw %llu",
+		     next, st.codec, st.mac, (unsigned long long)st.frames_sent,
+		     (unsigned long long)st.wire_sent, (unsigned long long)st.raw_sent);
 	rc = gw->stats(c, prev, &st);
 	if (rc || !st.frames_recv || st.mac_failures || st.rejected)
-		FAIL(32, "stats from %d: %llu frames, %d", prev,
-		     (unsigned long long)st.frames_recv, rc);
+		FAIL(32, "stats from %d: %llu frames, %d", prev, (unsigned long long)st.frames_recv,
+		     rc);
 	if (gw->stats(c, rank, &st) != -EINVAL)
 		FAIL(33, "stats of itself");
 	rc = check_allreduce(c, rank, size, 2, 0, -1);
@@ -292,7 +294,7 @@ static int body(int rank, int size, const char *dir, void *varg)
 		v[i] = (float)(rank + 1) * (float)i;
 	rc = gw->allreduce(c, v, 16, GRADWIRE_AVG, 0);
 	for (int i = 0; !rc && i < 16; i++)
-		if (v[i] != (float)i * 2.0f)	/* (1 + 2 + 3) / 3 */
+		if (v[i] != (float)i * 2.0f) /* (1 + 2 + 3) / 3 */
 			FAIL(40, "avg: v[%d] = %g", i, v[i]);
 
 	/* Broadcast from rank 1. */
@@ -340,16 +342,17 @@ static int body(int rank, int size, const char *dir, void *varg)
 		for (int k = 0; !rc && k < 8; k++) {
 			for (int i = 0; i < 4096; i++)
 				qv[k][i] = (float)(rank + 1) * (float)(k * 4096 + i);
-			rc = gw->queue_submit(q, 100 + (uint32_t)k, qv[k], 4096, GRADWIRE_SUM,
-					      0, &t[k]);
+			rc = gw->queue_submit(q, 100 + (uint32_t)k, qv[k], 4096, GRADWIRE_SUM, 0,
+					      &t[k]);
 		}
-		for (int k = 7; !rc && k >= 0; k--)	/* any order of waits */
+		for (int k = 7; !rc && k >= 0; k--) /* any order of waits */
 			rc = gw->queue_wait(q, t[k], 20000);
 		if (rc)
 			FAIL(60, "queue: %s", gw->strerror(rc));
 		for (int k = 0; k < 8; k++)
-			for (int i = 0; i < 4096; i++)	/* (1 + 2 + 3) * x, exact */
-				if (qv[k][i] != 6.0f * (float)(k * 4096 + i) || t[k] != (uint64_t)k + 1)
+			for (int i = 0; i < 4096; i++) /* (1 + 2 + 3) * x, exact */
+				if (qv[k][i] != 6.0f * (float)(k * 4096 + i) ||
+				    t[k] != (uint64_t)k + 1)
 					FAIL(61, "queue: ticket %llu, value %d of %d: %g",
 					     (unsigned long long)t[k], i, k, qv[k][i]);
 		if (gw->queue_wait(q, 9, 0) != -ENOENT || gw->queue_wait(q, 0, 0) != -ENOENT ||
@@ -404,8 +407,14 @@ static void run(int host_store)
 	}
 }
 
-static void test_ranks_file_store(void) { run(0); }
-static void test_ranks_host_store(void) { run(1); }
+static void test_ranks_file_store(void)
+{
+	run(0);
+}
+static void test_ranks_host_store(void)
+{
+	run(1);
+}
 
 int main(void)
 {

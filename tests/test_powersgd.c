@@ -31,7 +31,7 @@ static void psgd_open(struct psgd *s, const char *spec, uint64_t n)
 {
 	char err[128];
 
-	if (gw_codec_parse(spec, &s->c, err, sizeof(err))) {	/* a test bug */
+	if (gw_codec_parse(spec, &s->c, err, sizeof(err))) { /* a test bug */
 		fprintf(stderr, "%s\n", err);
 		abort();
 	}
@@ -53,8 +53,7 @@ static ssize_t psgd_enc(struct psgd *s, const float *x, float *res, uint64_t n)
 {
 	struct gw_enc_info info = { 0 };
 
-	return s->c.ops->encode(&s->c, s->state, s->scratch, x, res, res, n, s->out,
-				s->cap, &info);
+	return s->c.ops->encode(&s->c, s->state, s->scratch, x, res, res, n, s->out, s->cap, &info);
 }
 
 static double rel_err(const float *x, const float *y, uint64_t n)
@@ -94,13 +93,12 @@ static void exact_rank(unsigned r, uint64_t rows, uint64_t cols)
 	struct psgd s;
 	double e = 1;
 
-	snprintf(spec, sizeof(spec), "powersgd:rank=%u,cols=%llu", r,
-		 (unsigned long long)cols);
+	snprintf(spec, sizeof(spec), "powersgd:rank=%u,cols=%llu", r, (unsigned long long)cols);
 	psgd_open(&s, spec, n);
 	CU_ASSERT_EQUAL_FATAL(s.v.rank, r);
 	tu_low_rank(x, rows, cols, r, 42 + r, 43 + r);
-	printf("\n  rank %u, %llu x %llu, relative error by step:", r,
-	       (unsigned long long)rows, (unsigned long long)cols);
+	printf("\n  rank %u, %llu x %llu, relative error by step:", r, (unsigned long long)rows,
+	       (unsigned long long)cols);
 	for (int step = 0; step < 3; step++) {
 		ssize_t len = psgd_enc(&s, x, NULL, n);
 
@@ -110,7 +108,7 @@ static void exact_rank(unsigned r, uint64_t rows, uint64_t cols)
 		e = rel_err(x, y, n);
 		printf(" %.2e", e);
 	}
-	CU_ASSERT(e < 1e-5);	/* float32 precision, summing ~cols products */
+	CU_ASSERT(e < 1e-5); /* float32 precision, summing ~cols products */
 	psgd_close(&s);
 	free(x);
 	free(y);
@@ -119,8 +117,8 @@ static void exact_rank(unsigned r, uint64_t rows, uint64_t cols)
 static void test_exact_rank(void)
 {
 	exact_rank(1, 300, 200);
-	exact_rank(4, 512, 384);	/* Gram-Schmidt */
-	exact_rank(16, 512, 384);	/* Householder */
+	exact_rank(4, 512, 384);  /* Gram-Schmidt */
+	exact_rank(16, 512, 384); /* Householder */
 }
 
 /* P^T P = I on full-rank data too, for every rank, with padding. */
@@ -204,7 +202,7 @@ static void test_error_feedback(void)
 	double gap[2][2], rel[2][2], step_norm = 0;
 	struct psgd s;
 
-	tu_low_rank(sig, 128, 96, 3, 7, 8);	/* rank 3 signal, sent at rank 2 */
+	tu_low_rank(sig, 128, 96, 3, 7, 8); /* rank 3 signal, sent at rank 2 */
 	for (int ef = 1; ef >= 0; ef--) {
 		psgd_open(&s, "powersgd:rank=2,cols=96", n);
 		memset(r, 0, n * 4);
@@ -213,7 +211,7 @@ static void test_error_feedback(void)
 		for (int t = 0; t < T; t++) {
 			ssize_t len;
 
-			tu_fill(y, n, 1000 + (uint64_t)t);	/* plus noise */
+			tu_fill(y, n, 1000 + (uint64_t)t); /* plus noise */
 			for (uint64_t i = 0; i < n; i++)
 				x[i] = sig[i] * 0.2f + y[i];
 			len = psgd_enc(&s, x, ef ? r : NULL, n);
@@ -245,12 +243,17 @@ static void test_error_feedback(void)
 	printf("\n  |sum sent - sum arrived| in step norms (and relative to |sum sent|):"
 	       "\n    EF    after %d: %.2f (%.3f), after %d: %.2f (%.3f)"
 	       "\n    no EF after %d: %.2f (%.3f), after %d: %.2f (%.3f)",
-	       T1, gap[1][0], rel[1][0], T, gap[1][1], rel[1][1],
-	       T1, gap[0][0], rel[0][0], T, gap[0][1], rel[0][1]);
+	       T1, gap[1][0], rel[1][0], T, gap[1][1], rel[1][1], T1, gap[0][0], rel[0][0], T,
+	       gap[0][1], rel[0][1]);
 	CU_ASSERT(gap[1][0] < 8 && gap[1][1] < 8);
 	CU_ASSERT(rel[1][1] < 0.5 * rel[1][0]);
 	CU_ASSERT(gap[0][1] > 2 * gap[1][1]);
-	free(x); free(y); free(r); free(sig); free(ss); free(sr);
+	free(x);
+	free(y);
+	free(r);
+	free(sig);
+	free(ss);
+	free(sr);
 }
 
 /* Raw form: not worth it, warm-up, NaN. */
@@ -262,7 +265,7 @@ static void test_raw(void)
 	ssize_t len;
 
 	tu_fill(x, n, 9);
-	psgd_open(&s, "powersgd:rank=16", n);	/* 32 x 32 at rank 16: no saving */
+	psgd_open(&s, "powersgd:rank=16", n); /* 32 x 32 at rank 16: no saving */
 	CU_ASSERT_EQUAL(s.v.rank, 0);
 	CU_ASSERT_EQUAL(psgd_enc(&s, x, NULL, n), HDR + 4 * 1000);
 	CU_ASSERT_EQUAL(s.out[0], 0);
@@ -303,9 +306,11 @@ static void test_spec(void)
 	CU_ASSERT_STRING_EQUAL(buf, "powersgd:rank=4,min_factor=2,warmup=0,seed=0,cols=0");
 	CU_ASSERT_EQUAL_FATAL(gw_codec_parse("powersgd:rank=256,min_factor=999999.123456789,"
 					     "warmup=4294967295,seed=18446744073709551615,"
-					     "cols=1099511627776", &c, err, sizeof(err)), 0);
+					     "cols=1099511627776",
+					     &c, err, sizeof(err)),
+			      0);
 	len = gw_codec_format(&c, buf, sizeof(buf));
-	CU_ASSERT(len > 0 && len <= 127);	/* GW_HS_SPEC_MAX */
+	CU_ASSERT(len > 0 && len <= 127); /* GW_HS_SPEC_MAX */
 	CU_ASSERT(gw_codec_parse("powersgd:rank=0", &c, err, sizeof(err)) < 0);
 	CU_ASSERT(gw_codec_parse("powersgd:rank=257", &c, err, sizeof(err)) < 0);
 	CU_ASSERT(gw_codec_parse("powersgd:min_factor=0.5", &c, err, sizeof(err)) < 0);
@@ -327,7 +332,7 @@ static void test_state_restore(void)
 		tu_fill(x, n, (uint64_t)t);
 		CU_ASSERT_FATAL(psgd_enc(&a, x, r1, n) > 0);
 	}
-	memcpy(b.state, a.state, ss);	/* "checkpoint" */
+	memcpy(b.state, a.state, ss); /* "checkpoint" */
 	memcpy(r2, r1, n * 4);
 	tu_fill(x, n, 77);
 	CU_ASSERT_FATAL(psgd_enc(&a, x, r1, n) == psgd_enc(&b, x, r2, n));
@@ -335,13 +340,15 @@ static void test_state_restore(void)
 	CU_ASSERT_EQUAL(memcmp(r1, r2, n * 4), 0);
 	psgd_close(&a);
 	psgd_close(&b);
-	free(x); free(r1); free(r2);
+	free(x);
+	free(r1);
+	free(r2);
 }
 
 /* Malformed sections: rejected, output untouched. */
 static void test_hostile(void)
 {
-	uint64_t n = 20;	/* cols 5, rows 4 */
+	uint64_t n = 20; /* cols 5, rows 4 */
 	uint8_t sec[HDR + 4 * 64] = { 0 }, bad[sizeof(sec) + 4];
 	float y[20], canary[20];
 	size_t good = HDR + 4 * (4 + 5) * 2;
@@ -357,42 +364,45 @@ static void test_hostile(void)
 		gw_put32(sec + t, gw_f2u(0.25f));
 	CU_ASSERT_EQUAL(o->decode(sec, good, n, y), 0);
 	CU_ASSERT(y[19] == 0.125f);
-#define REJECT(buf, len, nn) do { \
-		for (int i_ = 0; i_ < 20; i_++) y[i_] = -7; \
-		CU_ASSERT_EQUAL(o->decode(buf, len, nn, y), -EBADMSG); \
-		CU_ASSERT_EQUAL(o->decode_add(buf, len, nn, y), -EBADMSG); \
-		CU_ASSERT_EQUAL(memcmp(y, canary, sizeof(y)), 0); } while (0)
-	REJECT(sec, good - 4, n);	/* short */
-	REJECT(sec, good + 4, n);	/* trailing */
-	REJECT(sec, 10, n);		/* no header */
-	REJECT(sec, good, 15);		/* rows 4 != ceil(15 / 5) */
+#define REJECT(buf, len, nn)                                                                       \
+	do {                                                                                       \
+		for (int i_ = 0; i_ < 20; i_++)                                                    \
+			y[i_] = -7;                                                                \
+		CU_ASSERT_EQUAL(o->decode(buf, len, nn, y), -EBADMSG);                             \
+		CU_ASSERT_EQUAL(o->decode_add(buf, len, nn, y), -EBADMSG);                         \
+		CU_ASSERT_EQUAL(memcmp(y, canary, sizeof(y)), 0);                                  \
+	} while (0)
+	REJECT(sec, good - 4, n); /* short */
+	REJECT(sec, good + 4, n); /* trailing */
+	REJECT(sec, 10, n);	  /* no header */
+	REJECT(sec, good, 15);	  /* rows 4 != ceil(15 / 5) */
 	REJECT(sec, good, 0);
 	memcpy(bad, sec, sizeof(sec));
-	bad[0] = 2;			/* unknown form */
+	bad[0] = 2; /* unknown form */
 	REJECT(bad, good, n);
 	bad[0] = 1;
-	bad[2] = 1;			/* reserved */
+	bad[2] = 1; /* reserved */
 	REJECT(bad, good, n);
 	bad[2] = 0;
-	gw_put32(bad + HDR + 8, gw_f2u(NAN));	/* a P value */
+	gw_put32(bad + HDR + 8, gw_f2u(NAN)); /* a P value */
 	REJECT(bad, good, n);
 	gw_put32(bad + HDR + 8, gw_f2u(INFINITY));
 	REJECT(bad, good, n);
 	memcpy(bad, sec, sizeof(sec));
-	gw_put32(bad + 4, 5);		/* r' > rows */
+	gw_put32(bad + 4, 5); /* r' > rows */
 	REJECT(bad, HDR + 4 * 9 * 5, n);
-	gw_put32(bad + 4, 0);		/* r' = 0 */
+	gw_put32(bad + 4, 0); /* r' = 0 */
 	REJECT(bad, HDR, n);
 	gw_put32(bad + 4, 2);
-	gw_put64(bad + 16, 0);		/* cols 0 */
+	gw_put64(bad + 16, 0); /* cols 0 */
 	REJECT(bad, good, n);
-	gw_put64(bad + 8, 1);		/* cols > n */
+	gw_put64(bad + 8, 1); /* cols > n */
 	gw_put64(bad + 16, 21);
 	REJECT(bad, HDR + 4 * 22 * 2, n);
-	gw_put64(bad + 8, UINT64_C(1) << 62);	/* overflowing sizes */
+	gw_put64(bad + 8, UINT64_C(1) << 62); /* overflowing sizes */
 	gw_put64(bad + 16, UINT64_C(1) << 62);
 	REJECT(bad, good, n);
-	memset(bad, 0, sizeof(bad));	/* raw */
+	memset(bad, 0, sizeof(bad)); /* raw */
 	CU_ASSERT_EQUAL(o->decode(bad, HDR + 80, n, y), 0);
 	gw_put64(bad + 8, 4);
 	REJECT(bad, HDR + 80, n);
@@ -407,8 +417,12 @@ int main(int argc, char **argv);
 
 static int dump(const char *dir)
 {
-	static const struct { uint64_t n, cols; unsigned rank; uint64_t seed; } cases[] = {
-		{ 64 * 48, 48, 4, 1 }, { 64 * 48, 48, 1, 2 }, { 1000, 0, 3, 3 },
+	static const struct {
+		uint64_t n, cols;
+		unsigned rank;
+		uint64_t seed;
+	} cases[] = {
+		{ 64 * 48, 48, 4, 1 },	{ 64 * 48, 48, 1, 2 },	   { 1000, 0, 3, 3 },
 		{ 100 * 70, 70, 8, 4 }, { 300 * 200, 200, 16, 5 },
 	};
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -427,7 +441,10 @@ static int dump(const char *dir)
 		len = psgd_enc(&s, x, NULL, n);
 		if (len <= 0 || s.out[0] != 1 || s.c.ops->decode(s.out, (size_t)len, n, y))
 			return 1;
-		hdr[0] = n; hdr[1] = s.v.rows; hdr[2] = s.v.cols; hdr[3] = s.v.rank;
+		hdr[0] = n;
+		hdr[1] = s.v.rows;
+		hdr[2] = s.v.cols;
+		hdr[3] = s.v.rank;
 		hdr[4] = cases[k].seed;
 		snprintf(path, sizeof(path), "%s/case%zu.bin", dir, k);
 		f = fopen(path, "wb");
@@ -435,7 +452,7 @@ static int dump(const char *dir)
 			return 1;
 		fwrite(hdr, 8, 5, f);
 		fwrite(x, 4, n, f);
-		fwrite(s.out + HDR, 1, (size_t)len - HDR, f);	/* P, Q */
+		fwrite(s.out + HDR, 1, (size_t)len - HDR, f); /* P, Q */
 		fwrite(y, 4, n, f);
 		fclose(f);
 		psgd_close(&s);

@@ -99,8 +99,9 @@ static void test_strata(void)
 			struct gw_enc_info info = { 0 };
 			uint64_t hits = 0, bad = 0, prev = 0;
 
-			CU_ASSERT_EQUAL_FATAL(enc(&c, &ctr, x, NULL, NULL, n, out,
-						  16 + 4 * k, &info), (ssize_t)(16 + 4 * k));
+			CU_ASSERT_EQUAL_FATAL(
+				enc(&c, &ctr, x, NULL, NULL, n, out, 16 + 4 * k, &info),
+				(ssize_t)(16 + 4 * k));
 			s = gw_get64(out);
 			CU_ASSERT_EQUAL(s, gw_mix64(99, a + b));
 			CU_ASSERT_EQUAL(c.ops->decode(out, 16 + 4 * k, n, y), 0);
@@ -133,17 +134,17 @@ static void test_reproducible(void)
 	tu_fill(x, n, 8);
 	CU_ASSERT_EQUAL(enc(&c, &a, x, NULL, NULL, n, o1, sizeof(o1), &info), 216);
 	CU_ASSERT_EQUAL(enc(&c, &b, x, NULL, NULL, n, o2, sizeof(o2), &info), 216);
-	CU_ASSERT_EQUAL(memcmp(o1, o2, 216), 0);		/* same (seed, counter) */
+	CU_ASSERT_EQUAL(memcmp(o1, o2, 216), 0); /* same (seed, counter) */
 	CU_ASSERT_EQUAL(enc(&c, &a, x, NULL, NULL, n, o3, sizeof(o3), &info), 216);
-	CU_ASSERT_NOT_EQUAL(memcmp(o1, o3, 216), 0);	/* next call differs */
+	CU_ASSERT_NOT_EQUAL(memcmp(o1, o3, 216), 0); /* next call differs */
 	CU_ASSERT_NOT_EQUAL(memcmp(o1 + 16, o3 + 16, 200), 0);
 	CU_ASSERT_EQUAL(a, 2);
 	CU_ASSERT_EQUAL(enc(&c, &c1, x, NULL, NULL, n, o4, sizeof(o4), &info), 216);
-	CU_ASSERT_EQUAL(memcmp(o3, o4, 216), 0);		/* counter 1 again */
+	CU_ASSERT_EQUAL(memcmp(o3, o4, 216), 0); /* counter 1 again */
 	c.p.seed = 0x1235;
 	b = 0;
 	CU_ASSERT_EQUAL(enc(&c, &b, x, NULL, NULL, n, o2, sizeof(o2), &info), 216);
-	CU_ASSERT_NOT_EQUAL(memcmp(o1, o2, 216), 0);	/* other seed */
+	CU_ASSERT_NOT_EQUAL(memcmp(o1, o2, 216), 0); /* other seed */
 }
 
 /* Without error feedback the decoded tensor is unbiased: mean -> x. */
@@ -201,7 +202,7 @@ static void test_error_feedback(void)
 	s = gw_get64(out);
 	CU_ASSERT_EQUAL(info.flags, GW_PF_NONFINITE);
 	CU_ASSERT_EQUAL(info.nonfinite_index, i0 < 1000 ? i0 : 1000);
-	CU_ASSERT_EQUAL(gw_get32(out + 16), 0);			/* NaN sent as 0 */
+	CU_ASSERT_EQUAL(gw_get32(out + 16), 0); /* NaN sent as 0 */
 	CU_ASSERT_EQUAL(c.ops->decode(out, 16 + 4 * k, n, dec), 0);
 	for (uint64_t i = 0; i < n; i++) {
 		if (gw_nonfinite(y[i])) {
@@ -214,7 +215,7 @@ static void test_error_feedback(void)
 	for (uint64_t j = 1; j < k; j++) {
 		uint64_t i = ref_index(s, j, n, k, &size);
 
-		bad += gw_get32(out + 16 + 4 * j) != gw_f2u(y[i]);	/* unscaled */
+		bad += gw_get32(out + 16 + 4 * j) != gw_f2u(y[i]); /* unscaled */
 		bad += r[i] != 0;
 	}
 	CU_ASSERT_EQUAL(bad, 0);
@@ -252,14 +253,14 @@ static void test_space_and_args(void)
 	r[3] = 1;
 	memset(out, 0xee, sizeof(out));
 	CU_ASSERT_EQUAL(enc(&c, &ctr, x, r, r, 50, out, 35, &info), -ENOSPC);
-	CU_ASSERT_EQUAL(ctr, 7);			/* nothing consumed */
+	CU_ASSERT_EQUAL(ctr, 7); /* nothing consumed */
 	CU_ASSERT_EQUAL(r[3], 1);
 	CU_ASSERT_EQUAL(out[0], 0xee);
 	CU_ASSERT_EQUAL(enc(&c, &ctr, x, r, r, 50, out, 36, &info), 36);
 	CU_ASSERT_EQUAL(enc(&c, &ctr, x, r, NULL, 50, out, 64, &info), -EINVAL);
 	CU_ASSERT_EQUAL(enc(&c, &ctr, NULL, NULL, NULL, 50, out, 64, &info), -EINVAL);
 	CU_ASSERT_EQUAL(c.ops->encode(&c, NULL, NULL, x, NULL, NULL, 50, out, 64, &info),
-			-EINVAL);				/* no state */
+			-EINVAL); /* no state */
 	c.p.ratio = 0;
 	CU_ASSERT_EQUAL(enc(&c, &ctr, x, NULL, NULL, 50, out, 64, &info), -EINVAL);
 	c.p.ratio = 2;
@@ -297,20 +298,25 @@ static void test_decode_rejects(void)
 	memcpy(b, good, len);
 	b[len] = 0;
 	reject(b, len + 1, DN);
-	reject(good, len, 3);				/* k = 4 > n */
+	reject(good, len, 3); /* k = 4 > n */
 	reject(good, len, 0);
 	reject(good, len, GW_MAX_ELEMS + 1);
-#define MUT(stmt, n) do { memcpy(b, good, len); stmt; reject(b, len, n); } while (0)
-	MUT(gw_put64(b + 8, 5), DN);			/* k disagrees with len */
+#define MUT(stmt, n)                                                                               \
+	do {                                                                                       \
+		memcpy(b, good, len);                                                              \
+		stmt;                                                                              \
+		reject(b, len, n);                                                                 \
+	} while (0)
+	MUT(gw_put64(b + 8, 5), DN); /* k disagrees with len */
 	MUT(gw_put64(b + 8, 3), DN);
 	MUT(gw_put64(b + 8, UINT64_MAX), DN);
 #undef MUT
 	{
 		uint8_t s[16] = { 0 };
 
-		reject(s, 16, DN);			/* k = 0 but n > 0 */
+		reject(s, 16, DN); /* k = 0 but n > 0 */
 		gw_put64(s + 8, 1);
-		reject(s, 16, 0);			/* k > n = 0 */
+		reject(s, 16, 0); /* k > n = 0 */
 		gw_put64(s + 8, 0);
 		CU_ASSERT_EQUAL(gw_randomk_generic.decode(s, 16, 0, y), 0);
 	}
@@ -338,8 +344,7 @@ static void test_payload_roundtrip(void)
 	uint8_t *buf;
 	ssize_t len;
 
-	CU_ASSERT_EQUAL_FATAL(gw_codec_parse("randomk:ratio=0.1,seed=42", &c, err,
-					     sizeof(err)), 0);
+	CU_ASSERT_EQUAL_FATAL(gw_codec_parse("randomk:ratio=0.1,seed=42", &c, err, sizeof(err)), 0);
 	cap = gw_payload_bound(&c, n);
 	buf = tu_alloc(cap);
 	tu_fill_hard(x, n, 9, 1);

@@ -29,16 +29,16 @@ static void test_table_rejects(void)
 
 	CU_ASSERT_EQUAL(gw_codec_table_check(tab, 2, err, sizeof(err)), -EINVAL);
 
-	tab[1] = &dup_impl;		/* same impl name twice */
+	tab[1] = &dup_impl; /* same impl name twice */
 	CU_ASSERT_EQUAL(gw_codec_table_check(tab, 2, err, sizeof(err)), -EEXIST);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "none-generic"));
 
-	clash.impl = "other";		/* same id under another name */
+	clash.impl = "other"; /* same id under another name */
 	clash.name = "other";
 	tab[1] = &clash;
 	CU_ASSERT_EQUAL(gw_codec_table_check(tab, 2, err, sizeof(err)), -EEXIST);
 
-	clash.id = GW_CODEC_TOPK;	/* same name under another id */
+	clash.id = GW_CODEC_TOPK; /* same name under another id */
 	clash.name = "none";
 	CU_ASSERT_EQUAL(gw_codec_table_check(tab, 2, err, sizeof(err)), -EEXIST);
 
@@ -48,7 +48,7 @@ static void test_table_rejects(void)
 	CU_ASSERT_EQUAL(gw_codec_table_check(tab, 2, err, sizeof(err)), -EINVAL);
 
 	small.impl = "none-y";
-	small.size = sizeof(small) - 8;	/* built against an older ABI */
+	small.size = sizeof(small) - 8; /* built against an older ABI */
 	tab[1] = &small;
 	CU_ASSERT_EQUAL(gw_codec_table_check(tab, 2, err, sizeof(err)), -EINVAL);
 }
@@ -57,9 +57,8 @@ static void test_find(void)
 {
 	static const char *const names[] = { "none", "topk", "randomk", "fp16",
 					     "bf16", "int8", "onebit" };
-	static const unsigned ids[] = { GW_CODEC_NONE, GW_CODEC_TOPK,
-					GW_CODEC_RANDOMK, GW_CODEC_FP16,
-					GW_CODEC_BF16, GW_CODEC_INT8,
+	static const unsigned ids[] = { GW_CODEC_NONE,	GW_CODEC_TOPK, GW_CODEC_RANDOMK,
+					GW_CODEC_FP16,	GW_CODEC_BF16, GW_CODEC_INT8,
 					GW_CODEC_ONEBIT };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -137,8 +136,8 @@ static void test_parse(void)
 
 	expect_err("", "no codec name");
 	expect_err("zstd", "unknown codec 'zstd'");
-	expect_err("zstd", "topk");			/* lists the known ones */
-	expect_err("topk:ratio=0", "ratio=0");		/* open lower bound */
+	expect_err("zstd", "topk");	       /* lists the known ones */
+	expect_err("topk:ratio=0", "ratio=0"); /* open lower bound */
 	expect_err("topk:ratio=1.5", "(0, 1]");
 	expect_err("topk:ratio=-0.1", "ratio");
 	expect_err("topk:ratio=nan", "ratio");
@@ -162,8 +161,9 @@ static void test_list(void)
 	char err[256];
 
 	CU_ASSERT_EQUAL(gw_codec_list_parse("topk:ratio=0.05,int8:bucket=256,"
-					    "rounding=stochastic,none", c, 4,
-					    err, sizeof(err)), 3);
+					    "rounding=stochastic,none",
+					    c, 4, err, sizeof(err)),
+			3);
 	CU_ASSERT_EQUAL(c[0].ops->id, GW_CODEC_TOPK);
 	CU_ASSERT_DOUBLE_EQUAL(c[0].p.ratio, 0.05, 0);
 	CU_ASSERT_EQUAL(c[1].ops->id, GW_CODEC_INT8);
@@ -174,15 +174,13 @@ static void test_list(void)
 	CU_ASSERT_EQUAL(gw_codec_list_parse("", c, 4, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,", c, 4, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "ends with a comma"));
-	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,bf16,fp16", c, 4, err, sizeof(err)),
-			-EINVAL);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,bf16,fp16", c, 4, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "twice"));
-	CU_ASSERT_EQUAL(gw_codec_list_parse("none,fp16,bf16,int8,topk", c, 4, err,
-					    sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("none,fp16,bf16,int8,topk", c, 4, err, sizeof(err)),
+			-EINVAL);
 	CU_ASSERT_EQUAL(gw_codec_list_parse("fp16,zstd", c, 4, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown codec 'zstd'"));
-	CU_ASSERT_EQUAL(gw_codec_list_parse("topk:ratio=2,none", c, 4, err, sizeof(err)),
-			-EINVAL);
+	CU_ASSERT_EQUAL(gw_codec_list_parse("topk:ratio=2,none", c, 4, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "ratio"));
 }
 

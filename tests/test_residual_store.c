@@ -37,11 +37,11 @@ static void test_stage_commit_abort(void)
 
 	/* Send 1 fails: the residual stays zero, nothing was lost. */
 	CU_ASSERT_EQUAL_FATAL(gw_rstore_stage(e), 0);
-	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8,
-				    out, sizeof(out)) > 0);
+	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8, out,
+				    sizeof(out)) > 0);
 	e->pending = 1;
-	CU_ASSERT_EQUAL(e->staged[0], 1.0f);	/* 1 was not sent */
-	CU_ASSERT_EQUAL(e->staged[1], 0.0f);	/* -8 was */
+	CU_ASSERT_EQUAL(e->staged[0], 1.0f); /* 1 was not sent */
+	CU_ASSERT_EQUAL(e->staged[1], 0.0f); /* -8 was */
 	gw_rstore_abort(e);
 	CU_ASSERT_EQUAL(e->res.buf[0], 0.0f);
 
@@ -52,15 +52,15 @@ static void test_stage_commit_abort(void)
 
 	/* Send 2 completes: the unsent values become the residual. */
 	CU_ASSERT_EQUAL_FATAL(gw_rstore_stage(e), 0);
-	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8,
-				    out, sizeof(out)) > 0);
+	CU_ASSERT(gw_payload_encode(&c, e->state, scratch, x, e->res.buf, e->staged, 8, out,
+				    sizeof(out)) > 0);
 	e->pending = 1;
 	CU_ASSERT_EQUAL(gw_rstore_get(rs, 1, 0, 4, &c, &e2, &reshaped), -EBUSY);
 	gw_rstore_commit(e);
 	CU_ASSERT_EQUAL(e->res.buf[0], 1.0f);
 	CU_ASSERT_EQUAL(e->res.buf[1], 0.0f);
 	CU_ASSERT_EQUAL(e->res.buf[7], 5.0f);
-	CU_ASSERT_PTR_NULL(e->staged);	/* the old residual is a spare now */
+	CU_ASSERT_PTR_NULL(e->staged); /* the old residual is a spare now */
 
 	/* Same key, same shape: the same entry. Another slot: another one. */
 	CU_ASSERT_EQUAL(gw_rstore_get(rs, 1, 0, 8, &c, &e2, &reshaped), 0);
@@ -92,9 +92,9 @@ static void test_codec_change_and_growth(void)
 	CU_ASSERT_EQUAL(e->state_len, gw_codec_state_size(&a, 16));
 	e->res.buf[2] = 3;
 	CU_ASSERT_EQUAL(gw_rstore_get(rs, 0, 0, 16, &b, &e, &reshaped), 0);
-	CU_ASSERT_EQUAL(reshaped, 1);		/* a residual of another codec */
+	CU_ASSERT_EQUAL(reshaped, 1); /* a residual of another codec */
 	CU_ASSERT_EQUAL(e->res.buf[2], 0.0f);
-	for (uint32_t p = 0; p < 40; p++)	/* grow past several doublings */
+	for (uint32_t p = 0; p < 40; p++) /* grow past several doublings */
 		for (uint32_t s = 0; s < 10; s++)
 			CU_ASSERT_EQUAL(gw_rstore_get(rs, p, s, p + s, &b, &e, &reshaped), 0);
 	CU_ASSERT_EQUAL(gw_rstore_count(rs), 400);
@@ -122,10 +122,10 @@ static void test_checkpoint(void)
 	CU_ASSERT_EQUAL_FATAL(gw_rstore_create(&rs2), 0);
 	for (uint32_t p = 0; p < 3; p++) {
 		CU_ASSERT_EQUAL(gw_rstore_get(rs, p, 7, 100 + p, &c, &e, &reshaped), 0);
-		CU_ASSERT_FATAL(e->state_len >= 8);	/* randomk's step counter */
+		CU_ASSERT_FATAL(e->state_len >= 8); /* randomk's step counter */
 		for (uint32_t i = 0; i < 100 + p; i++)
 			e->res.buf[i] = (float)(p * 1000 + i);
-		e->state[0] = (uint8_t)(p + 1);	/* a step counter */
+		e->state[0] = (uint8_t)(p + 1); /* a step counter */
 	}
 	CU_ASSERT_EQUAL(gw_rstore_save(rs, path), 0);
 	CU_ASSERT_EQUAL(gw_rstore_load(rs2, path), 0);
@@ -162,7 +162,7 @@ static void test_checkpoint(void)
 	fwrite(bytes, 1, (size_t)size - 1, f);
 	fclose(f);
 	CU_ASSERT_EQUAL(gw_rstore_load(rs2, path), -EBADMSG);
-	CU_ASSERT_EQUAL(gw_rstore_count(rs2), 3);		/* untouched */
+	CU_ASSERT_EQUAL(gw_rstore_count(rs2), 3); /* untouched */
 	free(bytes);
 
 	gw_rstore_reset(rs2);

@@ -25,7 +25,7 @@
 #include "gradwire/plugin.h"
 #include "tutil.h"
 
-#define N (UINT64_C(4) << 20)	/* 16 MiB of floats */
+#define N (UINT64_C(4) << 20) /* 16 MiB of floats */
 #define TIMEOUT_MS 3000
 
 static const struct gradwire_plugin_v1 *gw;
@@ -83,8 +83,8 @@ static int changed(const struct sigaction *was)
 	struct sigaction now;
 
 	for (int s = 1; s < NSIG; s++)
-		if (host_signal(s) && was[s].sa_handler != SIG_ERR &&
-		    !sigaction(s, NULL, &now) && now.sa_handler != was[s].sa_handler)
+		if (host_signal(s) && was[s].sa_handler != SIG_ERR && !sigaction(s, NULL, &now) &&
+		    now.sa_handler != was[s].sa_handler)
 			return s;
 	return 0;
 }
@@ -110,8 +110,7 @@ static int rank_main(int rank, const char *dir, int ready_fd, bool busy)
 		return 2;
 	}
 	if (changed(was)) {
-		fprintf(stderr, "rank %d: loading changed %s\n", rank,
-			strsignal(changed(was)));
+		fprintf(stderr, "rank %d: loading changed %s\n", rank, strsignal(changed(was)));
 		return 3;
 	}
 	if (gw->init(err, sizeof(err)) ||
@@ -120,8 +119,7 @@ static int rank_main(int rank, const char *dir, int ready_fd, bool busy)
 		return 4;
 	}
 	if (changed(was)) {
-		fprintf(stderr, "rank %d: the context changed %s\n", rank,
-			strsignal(changed(was)));
+		fprintf(stderr, "rank %d: the context changed %s\n", rank, strsignal(changed(was)));
 		return 5;
 	}
 	if (write(ready_fd, "r", 1) != 1)
@@ -177,7 +175,7 @@ static void scenario(bool busy)
 				_exit(9);
 			setvbuf(stderr, NULL, _IONBF, 0);
 			close(fds[0]);
-			alarm(60);	/* never outlive the test */
+			alarm(60); /* never outlive the test */
 			_exit(rank_main(r, dir, fds[1], busy));
 		}
 	}
@@ -186,7 +184,7 @@ static void scenario(bool busy)
 	CU_ASSERT_EQUAL(read(fds[0], &c, 1), 1);
 	CU_ASSERT_EQUAL(read(fds[0], &c, 1), 1);
 	close(fds[0]);
-	usleep(busy ? 300000 : 100000);	/* well inside the allreduces */
+	usleep(busy ? 300000 : 100000); /* well inside the allreduces */
 	t0 = now_ms();
 	kill(pid[0], SIGTERM);
 	st0 = reap(pid[0], t0 + 1000);
@@ -229,8 +227,14 @@ static void scenario(bool busy)
 		printf("\n  could not remove %s\n", dir);
 }
 
-static void test_idle(void) { scenario(false); }
-static void test_busy(void) { scenario(true); }
+static void test_idle(void)
+{
+	scenario(false);
+}
+static void test_busy(void)
+{
+	scenario(true);
+}
 
 /* In this process: loading gradwire, and opening a context (which loads
  * libfabric and its providers), change no disposition at all. */
@@ -251,8 +255,7 @@ static void test_load(void)
 	CU_ASSERT_EQUAL(system(cmd), 0);
 	s = changed(before);
 	if (s)
-		printf("\n  loading gradwire changed the disposition of %s\n",
-		       strsignal(s));
+		printf("\n  loading gradwire changed the disposition of %s\n", strsignal(s));
 	CU_ASSERT_EQUAL(s, 0);
 }
 

@@ -67,8 +67,8 @@ static int by_idx(const void *a, const void *b)
 }
 
 /* Expected section, residual (of y) and info; returns the section length. */
-static size_t reference(const float *y, uint64_t n, double ratio, uint8_t *sec,
-			float *res, struct gw_enc_info *info)
+static size_t reference(const float *y, uint64_t n, double ratio, uint8_t *sec, float *res,
+			struct gw_enc_info *info)
 {
 	uint64_t *ix = malloc((n ? n : 1) * sizeof(*ix)), m = 0, k;
 
@@ -134,11 +134,11 @@ static void check(const float *x, const float *r, uint64_t n, double ratio)
 			memset(sec, 0xa5, bnd);
 			if (r) {
 				memcpy(res, r, n * 4);
-				len = c.ops->encode(&c, NULL, scratch, x, res,
-						    alias ? res : res2, n, sec, bnd, &info);
+				len = c.ops->encode(&c, NULL, scratch, x, res, alias ? res : res2,
+						    n, sec, bnd, &info);
 			} else {
-				len = c.ops->encode(&c, NULL, scratch, x, NULL, NULL, n,
-						    sec, bnd, &info);
+				len = c.ops->encode(&c, NULL, scratch, x, NULL, NULL, n, sec, bnd,
+						    &info);
 			}
 			bad |= len != (ssize_t)elen;
 			if (len == (ssize_t)elen)
@@ -189,9 +189,9 @@ static void test_seed_case(void)
 {
 	const float x[4] = { 1, 4, 2, 3 };
 	const uint8_t want[24] = {
-		2, 0, 0, 0, 0, 0, 0, 0,		/* k = 2 */
-		1, 0, 0, 0, 3, 0, 0, 0,		/* indices 1, 3 */
-		0, 0, 0x80, 0x40, 0, 0, 0x40, 0x40,	/* 4.0f, 3.0f */
+		2, 0, 0,    0,	  0, 0, 0,    0,    /* k = 2 */
+		1, 0, 0,    0,	  3, 0, 0,    0,    /* indices 1, 3 */
+		0, 0, 0x80, 0x40, 0, 0, 0x40, 0x40, /* 4.0f, 3.0f */
 	};
 	struct gw_enc_info info = { 0 };
 	uint8_t out[64];
@@ -245,7 +245,7 @@ static void test_ties_and_nonfinite(void)
 	CU_ASSERT(isnan(gw_u2f(info.nonfinite_bits)));
 	CU_ASSERT(res[0] == 1 && res[1] == 0 && res[2] == 0 && res[3] == 0);
 	CU_ASSERT(res[4] == 0 && res[5] == -2 && res[6] == 1);
-	CU_ASSERT_EQUAL(gw_f2u(res[7]), gw_f2u(0.0f));	/* -0 + 0 = +0 */
+	CU_ASSERT_EQUAL(gw_f2u(res[7]), gw_f2u(0.0f)); /* -0 + 0 = +0 */
 	/* ratio 1 with two non-finite values: k = 6, the finite ones. */
 	memset(&info, 0, sizeof(info));
 	CU_ASSERT_EQUAL(enc(1, x, NULL, NULL, 8, out, sizeof(out), &info), 8 + 6 * 8);
@@ -277,7 +277,7 @@ static void test_sizes_and_space(void)
 	CU_ASSERT_EQUAL(c.ops->bound(&c, 1), 16);
 	CU_ASSERT_EQUAL(c.ops->bound(&c, 100), 16);
 	c.p.ratio = 1e-9;
-	CU_ASSERT_EQUAL(c.ops->bound(&c, 1000), 16);		/* k >= 1 */
+	CU_ASSERT_EQUAL(c.ops->bound(&c, 1000), 16); /* k >= 1 */
 	c.p.ratio = 0.3;
 	CU_ASSERT_EQUAL(c.ops->bound(&c, 10), 8 + 3 * 8);
 	/* Scratch stays well below n for a small ratio at scale. */
@@ -321,8 +321,8 @@ static const double ratios[] = { 1e-9, 0.001, 0.01, 0.1, 0.3, 0.5, 1 };
 
 static void test_random_small(void)
 {
-	static const uint64_t sizes[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33,
-					  63, 64, 65, 100, 257, 1000, 4099 };
+	static const uint64_t sizes[] = { 1,  2,  3,  7,  8,  9,   15,	16,   17,  31,
+					  32, 33, 63, 64, 65, 100, 257, 1000, 4099 };
 	float *x = tu_alloc(4099 * 4), *r = tu_alloc(4099 * 4);
 
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
@@ -350,7 +350,11 @@ static void f_equal(float *x, uint64_t n, uint64_t s)
 	for (uint64_t i = 0; i < n; i++)
 		x[i] = -3.5f;
 }
-static void f_zero(float *x, uint64_t n, uint64_t s) { (void)s; memset(x, 0, n * 4); }
+static void f_zero(float *x, uint64_t n, uint64_t s)
+{
+	(void)s;
+	memset(x, 0, n * 4);
+}
 static void f_signed_zero(float *x, uint64_t n, uint64_t s)
 {
 	for (uint64_t i = 0; i < n; i++)
@@ -403,12 +407,18 @@ static void f_nan_heavy(float *x, uint64_t n, uint64_t s)
 		if ((i * 2654435761u) % 3 == 0)
 			x[i] = i & 1 ? NAN : -INFINITY;
 }
-static void f_hard(float *x, uint64_t n, uint64_t s) { tu_fill_hard(x, n, s, 1); }
-static void f_normal(float *x, uint64_t n, uint64_t s) { tu_fill(x, n, s); }
+static void f_hard(float *x, uint64_t n, uint64_t s)
+{
+	tu_fill_hard(x, n, s, 1);
+}
+static void f_normal(float *x, uint64_t n, uint64_t s)
+{
+	tu_fill(x, n, s);
+}
 
 static const filler fillers[] = {
-	f_normal, f_hard, f_equal, f_zero, f_signed_zero, f_subnormal, f_ties,
-	f_sparse, f_fool_high, f_fool_low, f_nan_heavy,
+	f_normal, f_hard,   f_equal,	 f_zero,     f_signed_zero, f_subnormal,
+	f_ties,	  f_sparse, f_fool_high, f_fool_low, f_nan_heavy,
 };
 #define NFILL (sizeof(fillers) / sizeof(fillers[0]))
 
@@ -479,22 +489,27 @@ static void test_decode_rejects(void)
 	CU_ASSERT_EQUAL_FATAL(len, 8 + 3 * 8);
 	CU_ASSERT_EQUAL(gw_topk_generic.decode(good, len, DN, y), 0);
 
-	for (size_t l = 0; l < len; l++)		/* every truncation */
+	for (size_t l = 0; l < len; l++) /* every truncation */
 		reject(good, l, DN);
 	memcpy(b, good, len);
 	b[len] = 0;
-	reject(b, len + 1, DN);				/* trailing byte */
-	reject(good, len, gw_get32(good + 16));		/* last index == n */
-	reject(good, len, UINT64_C(1) << 32 | 1);	/* n > 2^32 means u64 indices */
+	reject(b, len + 1, DN);			  /* trailing byte */
+	reject(good, len, gw_get32(good + 16));	  /* last index == n */
+	reject(good, len, UINT64_C(1) << 32 | 1); /* n > 2^32 means u64 indices */
 	reject(good, len, GW_MAX_ELEMS + 1);
-#define MUT(stmt) do { memcpy(b, good, len); stmt; reject(b, len, DN); } while (0)
-	MUT(gw_put64(b, 4));				/* k disagrees with len */
+#define MUT(stmt)                                                                                  \
+	do {                                                                                       \
+		memcpy(b, good, len);                                                              \
+		stmt;                                                                              \
+		reject(b, len, DN);                                                                \
+	} while (0)
+	MUT(gw_put64(b, 4)); /* k disagrees with len */
 	MUT(gw_put64(b, 2));
-	MUT(gw_put64(b, DN + 1));			/* k > n */
+	MUT(gw_put64(b, DN + 1)); /* k > n */
 	MUT(gw_put64(b, UINT64_MAX));
-	MUT(gw_put32(b + 8, gw_get32(good + 12)));	/* duplicate */
+	MUT(gw_put32(b + 8, gw_get32(good + 12))); /* duplicate */
 	MUT((gw_put32(b + 8, gw_get32(good + 12)), gw_put32(b + 12, gw_get32(good + 8))));
-	MUT(gw_put32(b + 16, DN));			/* out of range */
+	MUT(gw_put32(b + 16, DN)); /* out of range */
 	MUT(gw_put32(b + 16, UINT32_MAX));
 #undef MUT
 	{

@@ -26,8 +26,8 @@
 #define TCP tp_net_provider()
 #define TMO 15000
 
-static struct tp_env tcp_env = {NULL, "lo", false, GW_LOG_WARN, TMO, 0};
-static struct tp_env shm_env = {"shm", NULL, false, GW_LOG_WARN, TMO, 0};
+static struct tp_env tcp_env = { NULL, "lo", false, GW_LOG_WARN, TMO, 0 };
+static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0 };
 static bool shm_ok;
 static char shm_why[256] = "not probed";
 
@@ -57,7 +57,7 @@ static uint64_t seed_of(int src, int dst, uint32_t slot, uint32_t seq, size_t le
 
 /* ---- ring: send to the right, receive from the left, together ---------- */
 
-static const size_t ring_sizes[] = {1, 7, 4096, 1 << 20, 64 << 20};
+static const size_t ring_sizes[] = { 1, 7, 4096, 1 << 20, 64 << 20 };
 
 /* One full-duplex ring step on tp; 0 or a FAIL code base. */
 static int ring_step(struct gw_tp *tp, int rank, int size, uint32_t slot, size_t len, void *sbuf,
@@ -168,7 +168,7 @@ static void expect_codes(const char *what, const int *codes, int size, const int
 
 static void run_ring(const struct tp_env *env, int size, bool prereg, const char *what)
 {
-	struct ring_arg ra = {env, prereg};
+	struct ring_arg ra = { env, prereg };
 	int codes[TP_MAX_RANKS];
 	int64_t t0 = ms();
 
@@ -199,8 +199,8 @@ static void test_force_mr(void)
 /* ---- all-to-all: many tags from many peers in flight at once ----------- */
 
 #define A2A_SLOTS 3
-#define A2A_SEQS  4
-#define A2A_LEN	  100
+#define A2A_SEQS 4
+#define A2A_LEN 100
 
 static int a2a_body(int rank, int size, const char *dir, void *arg)
 {
@@ -348,7 +348,7 @@ static void test_timeout(void)
 /* ---- a signal during a wait ---------------------------------------------- */
 
 #define SIG_DELAY_MS 300
-#define SIG_LEN	     4096
+#define SIG_LEN 4096
 
 static volatile sig_atomic_t sig_seen;
 
@@ -367,7 +367,7 @@ struct pester {
 static void *pester_main(void *arg)
 {
 	struct pester *p = arg;
-	struct timespec nap = {0, 2 * 1000000L};
+	struct timespec nap = { 0, 2 * 1000000L };
 
 	while (!atomic_load(&p->stop)) {
 		pthread_kill(p->target, SIGUSR1);
@@ -393,7 +393,7 @@ static int signal_body(int rank, int size, const char *dir, void *arg)
 	if (!tp)
 		return 2;
 	if (rank == 0) {
-		struct timespec nap = {0, SIG_DELAY_MS * 1000000L};
+		struct timespec nap = { 0, SIG_DELAY_MS * 1000000L };
 
 		nanosleep(&nap, NULL);
 		tp_pattern(buf, SIG_LEN, 91);
@@ -401,7 +401,7 @@ static int signal_body(int rank, int size, const char *dir, void *arg)
 			FAIL(1, 2, "send");
 	} else {
 		struct sigaction sa;
-		struct pester p = {pthread_self(), false};
+		struct pester p = { pthread_self(), false };
 		pthread_t th;
 		ssize_t r;
 
@@ -441,7 +441,7 @@ static void test_signal_wait(void)
 /* ---- receives posted in the other order ------------------------------------ */
 
 #define HELD_LEN (64 << 10)
-#define HELD_MS	 500
+#define HELD_MS 500
 
 /*
  * Rank 0 sends slot 21, then slot 22; rank 1 posts only slot 22's receive,
@@ -489,8 +489,8 @@ static int held_body(int rank, int size, const char *dir, void *arg)
 			if (!early)
 				gw_tp_progress(tp, 1);
 		}
-		printf("%s: slot 22 %s before slot 21's receive was posted\n",
-		       gw_tp_provider(tp), early ? "arrived" : "did not arrive");
+		printf("%s: slot 22 %s before slot 21's receive was posted\n", gw_tp_provider(tp),
+		       early ? "arrived" : "did not arrive");
 		if (gw_tp_irecv(tp, 0, 21, 0, buf, HELD_LEN, &req[0]))
 			FAIL(2, 1, "irecv slot 21");
 		if (gw_tp_waitall(tp, req, 2, TMO) || req[0].result != HELD_LEN ||
@@ -519,7 +519,7 @@ static void test_held(void)
 /* ---- a slow receiver: the sender runs far ahead --------------------------- */
 
 #define SLOW_MSGS 24
-#define SLOW_LEN  (256 << 10)
+#define SLOW_LEN (256 << 10)
 
 /*
  * Rank 0 posts SLOW_MSGS sends of 256 KiB at once (6 MiB in flight) and
@@ -555,7 +555,7 @@ static int slow_body(int rank, int size, const char *dir, void *arg)
 		if (gw_tp_waitall(tp, req, SLOW_MSGS, TMO))
 			FAIL(1, 2, "sends to the slow receiver");
 	} else {
-		struct timespec nap = {0, 20 * 1000000L};
+		struct timespec nap = { 0, 20 * 1000000L };
 
 		for (int i = 0; i < SLOW_MSGS; i++) {
 			ssize_t r;
@@ -601,7 +601,7 @@ static int leave_body(int rank, int size, const char *dir, void *arg)
 	const struct tp_env *env = arg;
 	struct gw_store *st;
 	int code = 0, err;
-	size_t lens[2] = {100, 1 << 20};
+	size_t lens[2] = { 100, 1 << 20 };
 	char *buf = malloc(lens[1]);
 	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
 
@@ -620,7 +620,7 @@ static int leave_body(int rank, int size, const char *dir, void *arg)
 			if (gw_tp_send(tp, 1, 11, (uint32_t)i, buf, lens[i]) != (ssize_t)lens[i])
 				FAIL(1, 2, "send %d", i);
 		} else {
-			struct timespec nap = {0, 300 * 1000000L};
+			struct timespec nap = { 0, 300 * 1000000L };
 			ssize_t r;
 
 			if (k == 1)
@@ -650,7 +650,7 @@ static void test_sender_leaves(void)
 static int trunc_body(int rank, int size, const char *dir, void *arg)
 {
 	const struct tp_env *env = arg;
-	static const size_t slen[3] = {4096, 65536, 1 << 20}, cap[3] = {1024, 4096, 4096};
+	static const size_t slen[3] = { 4096, 65536, 1 << 20 }, cap[3] = { 1024, 4096, 4096 };
 	struct gw_store *st;
 	char *sbuf = malloc(1 << 20), *rbuf = malloc(1 << 20);
 	int code = 0, err;
@@ -700,8 +700,9 @@ static int trunc_body(int rank, int size, const char *dir, void *arg)
 	 * -ENOTCONN on the next send). The frame layer never posts a receive
 	 * below a frame's bound, so it never meets this. */
 	printf("rank %d: after the truncations the connection %s\n", rank,
-	       ring_step(tp, rank, size, 30, 4096, sbuf, rbuf, 1000) ?
-	       "is broken (provider behaviour)" : "still works");
+	       ring_step(tp, rank, size, 30, 4096, sbuf, rbuf, 1000)
+		       ? "is broken (provider behaviour)"
+		       : "still works");
 	if (tp_barrier(st, rank, size, "end", TMO))
 		FAIL(5, 1, "final barrier");
 out:
@@ -730,7 +731,7 @@ static void test_truncation(void)
 /* ---- a peer killed mid-transfer ------------------------------------------ */
 
 #define KILL_TMO 2000
-#define BIG	 (64u << 20)
+#define BIG (64u << 20)
 
 static int kill_body(int rank, int size, const char *dir, void *arg)
 {
@@ -806,7 +807,7 @@ out:
 
 static void test_killed_peer(void)
 {
-	static const int want[3] = {0, 0, 128 + SIGKILL};
+	static const int want[3] = { 0, 0, 128 + SIGKILL };
 	int codes[TP_MAX_RANKS];
 	struct tp_env env = tcp_env;
 
@@ -871,7 +872,7 @@ static void test_store(void)
 
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 10, store_body, NULL, codes), 0);
 	expect_codes("store", codes, 2, NULL);
-	CU_ASSERT_EQUAL(gw_store_file_create("/nonexistent/dir", &(struct gw_store *){NULL}),
+	CU_ASSERT_EQUAL(gw_store_file_create("/nonexistent/dir", &(struct gw_store *){ NULL }),
 			-ENOENT);
 	gw_store_destroy(NULL);
 	gw_tp_destroy(NULL);
@@ -953,7 +954,7 @@ static int probe_body(int rank, int size, const char *dir, void *arg)
 
 	if (!tp)
 		return err == -ENODATA ? TU_SKIP : 3;
-	if (gw_tp_isend(tp, 0, 1, 1, b, sizeof(b), &(struct gw_tp_req){0}) ||
+	if (gw_tp_isend(tp, 0, 1, 1, b, sizeof(b), &(struct gw_tp_req){ 0 }) ||
 	    gw_tp_recv(tp, 0, 1, 1, c, sizeof(c)) != sizeof(b))
 		err = 4;
 	tp_close(tp, st);
@@ -963,21 +964,21 @@ static int probe_body(int rank, int size, const char *dir, void *arg)
 int main(void)
 {
 	static CU_TestInfo tests[] = {
-	    {"file store: atomic, injective keys, timeouts", test_store},
-	    {"arguments, tag layout, self send, no interface fall-back", test_args},
-	    {"ring of 2 ranks, 1 B to 64 MiB", test_ring2},
-	    {"ring of 4 ranks, 1 B to 64 MiB", test_ring4},
-	    {"all-to-all, 48 tags in flight per rank", test_alltoall},
-	    {"receive timeout, then still usable", test_timeout},
-	    {"a signal during a wait does not end it", test_signal_wait},
-	    {"slow receiver: 24 sends ahead of their receives", test_slow_receiver},
-	    {"receives posted in the other order: both arrive", test_held},
-	    {"a sender that leaves at once loses nothing", test_sender_leaves},
-	    {"truncation is an error", test_truncation},
-	    {"killed peer: errors, no hang", test_killed_peer},
-	    {"force_mr: registration path", test_force_mr},
-	    {"shm provider", test_shm},
-	    CU_TEST_INFO_NULL,
+		{ "file store: atomic, injective keys, timeouts", test_store },
+		{ "arguments, tag layout, self send, no interface fall-back", test_args },
+		{ "ring of 2 ranks, 1 B to 64 MiB", test_ring2 },
+		{ "ring of 4 ranks, 1 B to 64 MiB", test_ring4 },
+		{ "all-to-all, 48 tags in flight per rank", test_alltoall },
+		{ "receive timeout, then still usable", test_timeout },
+		{ "a signal during a wait does not end it", test_signal_wait },
+		{ "slow receiver: 24 sends ahead of their receives", test_slow_receiver },
+		{ "receives posted in the other order: both arrive", test_held },
+		{ "a sender that leaves at once loses nothing", test_sender_leaves },
+		{ "truncation is an error", test_truncation },
+		{ "killed peer: errors, no hang", test_killed_peer },
+		{ "force_mr: registration path", test_force_mr },
+		{ "shm provider", test_shm },
+		CU_TEST_INFO_NULL,
 	};
 	struct tp_env quiet;
 	int codes[1];

@@ -16,7 +16,6 @@
 /* LeakSanitizer's interface; NULL unless the build links a sanitizer. */
 extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 
-
 void tp_pin_loopback(void)
 {
 	setenv("FI_TCP_IFACE", "lo", 1);
@@ -125,7 +124,7 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 			}
 			deadline = now_ms() + 5000;
 		}
-		struct timespec ts = {0, 5 * 1000 * 1000};
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);
 	}

@@ -11,13 +11,13 @@
 struct gw_tp_cfg tp_cfg(const struct tp_env *env)
 {
 	struct gw_tp_cfg cfg = {
-	    .provider = env->provider,
-	    .iface = env->iface,
-	    .job = "test",
-	    .timeout_ms = env->timeout_ms > 0 ? env->timeout_ms : 10000,
-	    .force_mr = env->force_mr,
-	    .log_level = env->log_level,
-	    .spin_us = env->spin_us,
+		.provider = env->provider,
+		.iface = env->iface,
+		.job = "test",
+		.timeout_ms = env->timeout_ms > 0 ? env->timeout_ms : 10000,
+		.force_mr = env->force_mr,
+		.log_level = env->log_level,
+		.spin_us = env->spin_us,
 	};
 	return cfg;
 }

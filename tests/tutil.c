@@ -16,7 +16,7 @@ int tu_run(const char *suite, CU_TestInfo *tests)
 	const char *only = getenv("GW_TEST_ONLY");
 	unsigned fails;
 
-	if (only) {	/* run only the tests whose name holds GW_TEST_ONLY */
+	if (only) { /* run only the tests whose name holds GW_TEST_ONLY */
 		CU_TestInfo *w = tests;
 
 		for (CU_TestInfo *t = tests; t->pName; t++)
@@ -76,13 +76,26 @@ void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite)
 	tu_fill(x, n, seed);
 	for (uint64_t i = 0; i < n; i++) {
 		switch (sm64(&s) % 16) {
-		case 0: x[i] = 0.0f; break;
-		case 1: x[i] = -0.0f; break;
-		case 2: x[i] = 1.0f; break;	/* ties */
-		case 3: x[i] = -1.0f; break;
-		case 4: x[i] = 1e-40f; break;	/* subnormal */
-		case 5: x[i] = (float)(sm64(&s) % 1000) * 1e3f; break;
-		default: break;
+		case 0:
+			x[i] = 0.0f;
+			break;
+		case 1:
+			x[i] = -0.0f;
+			break;
+		case 2:
+			x[i] = 1.0f;
+			break; /* ties */
+		case 3:
+			x[i] = -1.0f;
+			break;
+		case 4:
+			x[i] = 1e-40f;
+			break; /* subnormal */
+		case 5:
+			x[i] = (float)(sm64(&s) % 1000) * 1e3f;
+			break;
+		default:
+			break;
 		}
 	}
 	if (nonfinite && n) {
@@ -102,8 +115,8 @@ void *tu_alloc(size_t bytes)
 	return p;
 }
 
-void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r,
-		 uint64_t seed_a, uint64_t seed_b)
+void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r, uint64_t seed_a,
+		 uint64_t seed_b)
 {
 	float *a = tu_alloc(rows * r * 4), *b = tu_alloc(cols * r * 4);
 

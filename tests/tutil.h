@@ -31,8 +31,8 @@ void tu_fill(float *x, uint64_t n, uint64_t seed);
 void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite);
 /* x (rows x cols) = A B^T, A (rows x r) and B (cols x r) tu_fill()ed from
  * seed_a and seed_b, summed in double: a matrix of exact rank r. */
-void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r,
-		 uint64_t seed_a, uint64_t seed_b);
+void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r, uint64_t seed_a,
+		 uint64_t seed_b);
 /* 64-byte aligned zeroed allocation that aborts on failure; free() it. */
 void *tu_alloc(size_t bytes);
 

@@ -42,9 +42,17 @@
 #define MAX_LIST 64
 
 static const char *const default_specs[] = {
-	"none", "fp16", "bf16", "int8", "int8:rounding=stochastic", "onebit",
-	"topk:ratio=0.01", "randomk:ratio=0.01",
-	"powersgd:rank=1", "powersgd:rank=4", "powersgd:rank=16",
+	"none",
+	"fp16",
+	"bf16",
+	"int8",
+	"int8:rounding=stochastic",
+	"onebit",
+	"topk:ratio=0.01",
+	"randomk:ratio=0.01",
+	"powersgd:rank=1",
+	"powersgd:rank=4",
+	"powersgd:rank=16",
 };
 
 struct opts {
@@ -55,7 +63,7 @@ struct opts {
 	const char *impl;
 	bool generic, ef, json, raw;
 	int runs;
-	unsigned low_rank;	/* 0: the seed's data; K: a rank-K matrix + noise */
+	unsigned low_rank; /* 0: the seed's data; K: a rank-K matrix + noise */
 };
 
 struct result {
@@ -75,24 +83,28 @@ struct bufs {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: gradwire-codec-bench [options]\n"
-"  -n N            elements (repeatable): 1048576, 2^20, 1M, 16M, 4K (binary units)\n"
-"                  default: 2^20 and 2^24\n"
-"  -c, --codec SPEC  codec spec (repeatable), e.g. topk:ratio=0.01\n"
-"                  default: none fp16 bf16 int8 int8:rounding=stochastic onebit\n"
-"                           topk:ratio=0.01 randomk:ratio=0.01\n"
-"                           powersgd:rank=1 powersgd:rank=4 powersgd:rank=16\n"
-"                  (powersgd views 2^24 values as 4096 x 4096, 2^20 as 1024 x 1024)\n"
-"  --impl NAME     force one implementation (e.g. int8-generic) for its codec;\n"
-"                  without -c only that codec is measured\n"
-"  --generic       force the generic (reference) implementation of every codec\n"
-"  --ef            encode with error feedback (a residual buffer, updated in place)\n"
-"  --raw           time the codec section alone (ops->encode/decode), no header\n"
-"  -r RUNS         timed runs per measurement, median reported (default 7, >= %d)\n"
-"  --json          one JSON object per line instead of the table\n"
-"  --low-rank K    input: a rows x cols matrix (cols = ceil(sqrt(n))) of exact\n"
-"                  rank K plus the seed's data / 10 as noise\n"
-"  -h, --help      this text\n", MIN_RUNS);
+		"usage: gradwire-codec-bench [options]\n"
+		"  -n N            elements (repeatable): 1048576, 2^20, 1M, 16M, 4K (binary "
+		"units)\n"
+		"                  default: 2^20 and 2^24\n"
+		"  -c, --codec SPEC  codec spec (repeatable), e.g. topk:ratio=0.01\n"
+		"                  default: none fp16 bf16 int8 int8:rounding=stochastic onebit\n"
+		"                           topk:ratio=0.01 randomk:ratio=0.01\n"
+		"                           powersgd:rank=1 powersgd:rank=4 powersgd:rank=16\n"
+		"                  (powersgd views 2^24 values as 4096 x 4096, 2^20 as 1024 x "
+		"1024)\n"
+		"  --impl NAME     force one implementation (e.g. int8-generic) for its codec;\n"
+		"                  without -c only that codec is measured\n"
+		"  --generic       force the generic (reference) implementation of every codec\n"
+		"  --ef            encode with error feedback (a residual buffer, updated in "
+		"place)\n"
+		"  --raw           time the codec section alone (ops->encode/decode), no header\n"
+		"  -r RUNS         timed runs per measurement, median reported (default 7, >= %d)\n"
+		"  --json          one JSON object per line instead of the table\n"
+		"  --low-rank K    input: a rows x cols matrix (cols = ceil(sqrt(n))) of exact\n"
+		"                  rank K plus the seed's data / 10 as noise\n"
+		"  -h, --help      this text\n",
+		MIN_RUNS);
 }
 
 /* ---- input --------------------------------------------------------------- */
@@ -179,8 +191,10 @@ static uint64_t parse_n(const char *s)
 		return UINT64_C(1) << e;
 	}
 	if (*end && !end[1]) {
-		int sh = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 :
-			 *end == 'G' || *end == 'g' ? 30 : -1;
+		int sh = *end == 'K' || *end == 'k'   ? 10
+			 : *end == 'M' || *end == 'm' ? 20
+			 : *end == 'G' || *end == 'g' ? 30
+						      : -1;
 
 		if (sh < 0 || v > (GW_MAX_ELEMS >> sh))
 			return 0;
@@ -212,8 +226,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		switch (ch) {
 		case 'n':
 			if (o->nns == MAX_LIST || !(o->ns[o->nns] = parse_n(optarg))) {
-				fprintf(stderr, "gradwire-codec-bench: -n %s: expected a "
-					"count >= 1 such as 1048576, 2^20 or 16M\n", optarg);
+				fprintf(stderr,
+					"gradwire-codec-bench: -n %s: expected a "
+					"count >= 1 such as 1048576, 2^20 or 16M\n",
+					optarg);
 				exit(2);
 			}
 			o->nns++;
@@ -230,42 +246,59 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			long r = strtol(optarg, &end, 10);
 
 			if (*end || r < MIN_RUNS || r > 10000) {
-				fprintf(stderr, "gradwire-codec-bench: -r %s: expected "
-					"%d..10000 runs\n", optarg, MIN_RUNS);
+				fprintf(stderr,
+					"gradwire-codec-bench: -r %s: expected "
+					"%d..10000 runs\n",
+					optarg, MIN_RUNS);
 				exit(2);
 			}
 			o->runs = (int)r;
 			break;
 		}
-		case 'I': o->impl = optarg; break;
-		case 'G': o->generic = true; break;
-		case 'E': o->ef = true; break;
-		case 'R': o->raw = true; break;
-		case 'J': o->json = true; break;
+		case 'I':
+			o->impl = optarg;
+			break;
+		case 'G':
+			o->generic = true;
+			break;
+		case 'E':
+			o->ef = true;
+			break;
+		case 'R':
+			o->raw = true;
+			break;
+		case 'J':
+			o->json = true;
+			break;
 		case 'L': {
 			char *end;
 			long k = strtol(optarg, &end, 10);
 
 			if (*end || k < 1 || k > 256) {
-				fprintf(stderr, "gradwire-codec-bench: --low-rank %s: "
-					"expected 1..256\n", optarg);
+				fprintf(stderr,
+					"gradwire-codec-bench: --low-rank %s: "
+					"expected 1..256\n",
+					optarg);
 				exit(2);
 			}
 			o->low_rank = (unsigned)k;
 			break;
 		}
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "gradwire-codec-bench: unexpected argument '%s'\n",
-			argv[optind]);
+		fprintf(stderr, "gradwire-codec-bench: unexpected argument '%s'\n", argv[optind]);
 		exit(2);
 	}
 	if (o->impl && o->generic) {
 		fprintf(stderr, "gradwire-codec-bench: --impl and --generic exclude "
-			"each other\n");
+				"each other\n");
 		exit(2);
 	}
 	if (!o->nns) {
@@ -309,11 +342,10 @@ static void *xalloc(size_t bytes)
 
 	bytes = bytes ? (bytes + 63) / 64 * 64 : 64;
 	if (posix_memalign(&p, 64, bytes)) {
-		fprintf(stderr, "gradwire-codec-bench: out of memory (%zu bytes)\n",
-			bytes);
+		fprintf(stderr, "gradwire-codec-bench: out of memory (%zu bytes)\n", bytes);
 		exit(1);
 	}
-	memset(p, 0, bytes);	/* touch every page before timing */
+	memset(p, 0, bytes); /* touch every page before timing */
 	return p;
 }
 
@@ -370,8 +402,8 @@ static void grow(void **p, size_t *cap, size_t need)
 }
 
 /* parse + the selected implementation's decode + the non-finite record. */
-static int decode_with(const struct gw_codec *c, const uint8_t *buf, size_t len,
-		       float *y, uint64_t n)
+static int decode_with(const struct gw_codec *c, const uint8_t *buf, size_t len, float *y,
+		       uint64_t n)
 {
 	struct gw_payload p;
 	int rc = gw_payload_parse(buf, len, &p);
@@ -391,23 +423,20 @@ static int decode_with(const struct gw_codec *c, const uint8_t *buf, size_t len,
 	return 0;
 }
 
-static ssize_t encode_once(const struct opts *o, const struct gw_codec *c,
-			   struct bufs *b)
+static ssize_t encode_once(const struct opts *o, const struct gw_codec *c, struct bufs *b)
 {
 	float *res = o->ef ? b->res : NULL;
 
 	if (o->raw) {
 		struct gw_enc_info info = { 0 };
 
-		return c->ops->encode(c, b->state, b->scratch, b->x, res, res, b->n,
-				      b->out, b->out_cap, &info);
+		return c->ops->encode(c, b->state, b->scratch, b->x, res, res, b->n, b->out,
+				      b->out_cap, &info);
 	}
-	return gw_payload_encode(c, b->state, b->scratch, b->x, res, res, b->n,
-				 b->out, b->out_cap);
+	return gw_payload_encode(c, b->state, b->scratch, b->x, res, res, b->n, b->out, b->out_cap);
 }
 
-static int decode_once(const struct opts *o, const struct gw_codec *c,
-		       struct bufs *b, size_t len)
+static int decode_once(const struct opts *o, const struct gw_codec *c, struct bufs *b, size_t len)
 {
 	if (o->raw)
 		return c->ops->decode(b->out, len, b->n, b->y);
@@ -432,45 +461,51 @@ static int bench_one(const struct opts *o, const char *spec, const struct gw_cod
 	grow((void **)&b->out, &b->out_cap, gw_payload_bound(c, n));
 	grow(&b->state, &b->state_cap, gw_codec_state_size(c, n));
 	grow(&b->scratch, &b->scratch_cap, gw_codec_scratch_size(c, n));
-	memset(b->state, 0, b->state_cap);	/* once per stream, per the ABI */
+	memset(b->state, 0, b->state_cap); /* once per stream, per the ABI */
 	if (b->res)
 		memset(b->res, 0, bytes);
 
 	/* Check pass: the first encode of a stream (residual zero, y = x). */
-	len = gw_payload_encode(c, b->state, b->scratch, b->x,
-				o->ef ? b->res : NULL, o->ef ? b->res : NULL, n,
-				b->out, b->out_cap);
+	len = gw_payload_encode(c, b->state, b->scratch, b->x, o->ef ? b->res : NULL,
+				o->ef ? b->res : NULL, n, b->out, b->out_cap);
 	if (len == -ENOSYS) {
-		fprintf(stderr, "gradwire-codec-bench: %s (%s): skipped, encode not "
-			"implemented in this build\n", spec, c->ops->impl);
+		fprintf(stderr,
+			"gradwire-codec-bench: %s (%s): skipped, encode not "
+			"implemented in this build\n",
+			spec, c->ops->impl);
 		free(t);
 		return 1;
 	}
 	if (len < 0) {
-		fprintf(stderr, "gradwire-codec-bench: %s (%s) n=%llu: encode failed: "
-			"%s\n", spec, c->ops->impl, (unsigned long long)n,
-			gw_strerror((int)len));
+		fprintf(stderr,
+			"gradwire-codec-bench: %s (%s) n=%llu: encode failed: "
+			"%s\n",
+			spec, c->ops->impl, (unsigned long long)n, gw_strerror((int)len));
 		exit(1);
 	}
 	r->ratio = (double)bytes / (double)len;
 	rc = decode_with(c, b->out, (size_t)len, b->y, n);
 	if (rc == -ENOSYS) {
-		fprintf(stderr, "gradwire-codec-bench: %s (%s): skipped, decode not "
-			"implemented in this build\n", spec, c->ops->impl);
+		fprintf(stderr,
+			"gradwire-codec-bench: %s (%s): skipped, decode not "
+			"implemented in this build\n",
+			spec, c->ops->impl);
 		free(t);
 		return 1;
 	}
 	if (rc) {
-		fprintf(stderr, "gradwire-codec-bench: %s (%s) n=%llu: decode of its own "
-			"payload failed: %s\n", spec, c->ops->impl,
-			(unsigned long long)n, gw_strerror(rc));
+		fprintf(stderr,
+			"gradwire-codec-bench: %s (%s) n=%llu: decode of its own "
+			"payload failed: %s\n",
+			spec, c->ops->impl, (unsigned long long)n, gw_strerror(rc));
 		exit(1);
 	}
 	rc = gw_payload_decode(b->out, (size_t)len, b->y2, n);
 	if (rc || memcmp(b->y, b->y2, bytes)) {
-		fprintf(stderr, "gradwire-codec-bench: %s n=%llu: decode by %s and by "
-			"gw_payload_decode() (%s) disagree: %s\n", spec,
-			(unsigned long long)n, c->ops->impl,
+		fprintf(stderr,
+			"gradwire-codec-bench: %s n=%llu: decode by %s and by "
+			"gw_payload_decode() (%s) disagree: %s\n",
+			spec, (unsigned long long)n, c->ops->impl,
 			gw_codec_find_id(c->ops->id)->impl,
 			rc ? gw_strerror(rc) : "different values");
 		exit(1);
@@ -501,10 +536,11 @@ static int bench_one(const struct opts *o, const char *spec, const struct gw_cod
 		clobber(b->y);
 		t3 = now();
 		if (rc) {
-			fprintf(stderr, "gradwire-codec-bench: %s (%s) n=%llu: timed "
-				"%s failed: %s\n", spec, c->ops->impl,
-				(unsigned long long)n, len < 0 ? "encode" : "decode",
-				gw_strerror(rc));
+			fprintf(stderr,
+				"gradwire-codec-bench: %s (%s) n=%llu: timed "
+				"%s failed: %s\n",
+				spec, c->ops->impl, (unsigned long long)n,
+				len < 0 ? "encode" : "decode", gw_strerror(rc));
 			exit(1);
 		}
 		if (run < 0)
@@ -556,16 +592,20 @@ int main(int argc, char **argv)
 		const struct gw_codec_ops *ops = gw_codec_find_impl(o.impl);
 
 		if (!ops) {
-			fprintf(stderr, "gradwire-codec-bench: --impl %s: no such "
-				"implementation (known:", o.impl);
+			fprintf(stderr,
+				"gradwire-codec-bench: --impl %s: no such "
+				"implementation (known:",
+				o.impl);
 			for (size_t i = 0; i < gw_codec_count(); i++)
 				fprintf(stderr, " %s", gw_codec_at(i)->impl);
 			fprintf(stderr, ")\n");
 			return 2;
 		}
 		if (ops->cpu_ok && !ops->cpu_ok()) {
-			fprintf(stderr, "gradwire-codec-bench: --impl %s: this CPU "
-				"cannot run it\n", o.impl);
+			fprintf(stderr,
+				"gradwire-codec-bench: --impl %s: this CPU "
+				"cannot run it\n",
+				o.impl);
 			return 2;
 		}
 		if (!o.nspecs)
@@ -583,8 +623,10 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < o.nspecs; i++)
 			used |= !strcmp(codecs[i].ops->impl, o.impl);
 		if (!used) {
-			fprintf(stderr, "gradwire-codec-bench: --impl %s: no -c names "
-				"its codec\n", o.impl);
+			fprintf(stderr,
+				"gradwire-codec-bench: --impl %s: no -c names "
+				"its codec\n",
+				o.impl);
 			return 2;
 		}
 	}
@@ -598,9 +640,8 @@ int main(int argc, char **argv)
 			for (size_t j = 0; j < i; j++)
 				dup |= codecs[j].ops == codecs[i].ops;
 			if (!dup)
-				off += (size_t)snprintf(line + off, sizeof(line) - off,
-							" %s=%s", codecs[i].ops->name,
-							codecs[i].ops->impl);
+				off += (size_t)snprintf(line + off, sizeof(line) - off, " %s=%s",
+							codecs[i].ops->name, codecs[i].ops->impl);
 		}
 		printf("%s\n", line);
 		printf("mode: %s%s, %d runs, median; GB/s = 4n input bytes / time\n",
@@ -608,11 +649,10 @@ int main(int argc, char **argv)
 			     : "payload (gw_payload_encode, parse + decode)",
 		       o.ef ? ", error feedback" : "", o.runs);
 		if (o.low_rank)
-			printf("input: rank-%u matrix + noise / 10 (--low-rank)\n",
-			       o.low_rank);
+			printf("input: rank-%u matrix + noise / 10 (--low-rank)\n", o.low_rank);
 		printf("%-28s %-16s %6s %9s %9s %9s %8s %8s %9s %10s\n", "spec", "impl", "n",
-		       "enc GB/s", "dec GB/s", "mcpy GB/s", "enc/mcpy", "dec/mcpy",
-		       "ratio", "rel_l2");
+		       "enc GB/s", "dec GB/s", "mcpy GB/s", "enc/mcpy", "dec/mcpy", "ratio",
+		       "rel_l2");
 		fflush(stdout);
 	}
 
@@ -663,16 +703,15 @@ int main(int argc, char **argv)
 				       "\"ratio\":%.4f,\"rel_l2\":%.6e,"
 				       "\"encode_vs_memcpy\":%.4f,\"decode_vs_memcpy\":%.4f,"
 				       "\"ef\":%s,\"api\":\"%s\",\"runs\":%d}\n",
-				       (unsigned long long)b.n, r.enc_gbps, r.dec_gbps,
-				       r.mem_gbps, r.ratio, r.rel_l2,
-				       r.enc_gbps / r.mem_gbps, r.dec_gbps / r.mem_gbps,
-				       o.ef ? "true" : "false", o.raw ? "raw" : "payload",
-				       o.runs);
+				       (unsigned long long)b.n, r.enc_gbps, r.dec_gbps, r.mem_gbps,
+				       r.ratio, r.rel_l2, r.enc_gbps / r.mem_gbps,
+				       r.dec_gbps / r.mem_gbps, o.ef ? "true" : "false",
+				       o.raw ? "raw" : "payload", o.runs);
 			} else {
 				printf("%-28s %-16s %6s %9.2f %9.2f %9.2f %8.2f %8.2f "
-				       "%9.2f %10.3e\n", o.specs[i], c->ops->impl, nbuf,
-				       r.enc_gbps, r.dec_gbps, r.mem_gbps,
-				       r.enc_gbps / r.mem_gbps, r.dec_gbps / r.mem_gbps,
+				       "%9.2f %10.3e\n",
+				       o.specs[i], c->ops->impl, nbuf, r.enc_gbps, r.dec_gbps,
+				       r.mem_gbps, r.enc_gbps / r.mem_gbps, r.dec_gbps / r.mem_gbps,
 				       r.ratio, r.rel_l2);
 			}
 			fflush(stdout);
@@ -687,7 +726,9 @@ int main(int argc, char **argv)
 		free(b.scratch);
 	}
 	if (skipped)
-		fprintf(stderr, "gradwire-codec-bench: %d measurement(s) skipped "
-			"(codec not implemented in this build)\n", skipped);
+		fprintf(stderr,
+			"gradwire-codec-bench: %d measurement(s) skipped "
+			"(codec not implemented in this build)\n",
+			skipped);
 	return 0;
 }

@@ -47,18 +47,16 @@ int main(int argc, char **argv)
 
 			MPI_Barrier(MPI_COMM_WORLD);
 			t0 = MPI_Wtime();
-			MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM,
-				      MPI_COMM_WORLD);
+			MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 			dt = MPI_Wtime() - t0;
 			MPI_Allreduce(&dt, &t[k], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		}
 		qsort(t, (size_t)iters, sizeof(double), cmp);
 		if (!rank)
 			printf("{\"bytes\": %ld, \"time_us\": %.1f, \"busbw_gbps\": %.4f, "
-			       "\"impl\": \"MPI_Allreduce\", \"ranks\": %d}\n", bytes,
-			       t[iters / 2] * 1e6,
-			       2.0 * (size - 1) / size * (double)bytes / t[iters / 2] / 1e9,
-			       size);
+			       "\"impl\": \"MPI_Allreduce\", \"ranks\": %d}\n",
+			       bytes, t[iters / 2] * 1e6,
+			       2.0 * (size - 1) / size * (double)bytes / t[iters / 2] / 1e9, size);
 		free(x);
 		free(t);
 	}

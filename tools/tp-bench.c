@@ -117,9 +117,10 @@ static double stream_once(struct gw_tp *tp, const struct opts *o, char *buf, uin
 		while (posted < o->msgs && posted - done < o->window) {
 			struct gw_tp_req *r = &req[posted % o->window];
 			char *b = buf + (size_t)(posted % o->window) * o->size;
-			int ret = rank == 0
-				      ? gw_tp_isend(tp, 1, rep, (uint32_t)posted, b, o->size, r)
-				      : gw_tp_irecv(tp, 0, rep, (uint32_t)posted, b, o->size, r);
+			int ret =
+				rank == 0
+					? gw_tp_isend(tp, 1, rep, (uint32_t)posted, b, o->size, r)
+					: gw_tp_irecv(tp, 0, rep, (uint32_t)posted, b, o->size, r);
 
 			if (ret)
 				goto out;
@@ -298,12 +299,12 @@ static int ctx_body(int rank, int size, const char *dir, void *arg)
 	const struct variant *v = o->cur;
 	size_t n = o->size / sizeof(float), nbuf = (size_t)(o->pingpong ? 1 : o->window);
 	struct gw_ctx_cfg cfg = {
-	    .tp = tp_cfg(&o->env),
-	    .codec = v->codec,
-	    .mac_mode = v->mac ? GW_MAC_REQUIRED : GW_MAC_OFF,
-	    .mac_key_file = v->mac ? o->keyfile : NULL,
-	    .mac_algs = v->mac,
-	    .min_compress_bytes = 0,
+		.tp = tp_cfg(&o->env),
+		.codec = v->codec,
+		.mac_mode = v->mac ? GW_MAC_REQUIRED : GW_MAC_OFF,
+		.mac_key_file = v->mac ? o->keyfile : NULL,
+		.mac_algs = v->mac,
+		.min_compress_bytes = 0,
 	};
 	unsigned flags = strcmp(v->codec, "none") ? GW_CTX_LOSSY : 0;
 	float *x = NULL, *y = NULL;
@@ -439,16 +440,16 @@ static int run_capture(char *const argv[], char *out, size_t cap, int limit_s)
 static double fi_pingpong_run(const struct opts *o, int port)
 {
 	char size[32], iters[32], portstr[16], out[8192];
-	char *srv[] = {"fi_pingpong", "-p",  (char *)o->env.provider,
-		       "-e",	      "rdm", "-d",
-		       "lo",	      "-I",  iters,
-		       "-S",	      size,  "-B",
-		       portstr,	      NULL};
-	char *cli[] = {"fi_pingpong", "-p",	   (char *)o->env.provider,
-		       "-e",	      "rdm",	   "-d",
-		       "lo",	      "-I",	   iters,
-		       "-S",	      size,	   "-P",
-		       portstr,	      "127.0.0.1", NULL};
+	char *srv[] = { "fi_pingpong", "-p",  (char *)o->env.provider,
+			"-e",	       "rdm", "-d",
+			"lo",	       "-I",  iters,
+			"-S",	       size,  "-B",
+			portstr,       NULL };
+	char *cli[] = { "fi_pingpong", "-p",	    (char *)o->env.provider,
+			"-e",	       "rdm",	    "-d",
+			"lo",	       "-I",	    iters,
+			"-S",	       size,	    "-P",
+			portstr,       "127.0.0.1", NULL };
 	double mbs = -1;
 	int status;
 	pid_t pid;
@@ -526,7 +527,7 @@ static double fi_pingpong_once(const struct opts *o, int port)
 
 static struct result bench_once(struct opts *o, const struct variant *v)
 {
-	struct result res = {.gbs = -1};
+	struct result res = { .gbs = -1 };
 	int codes[2];
 	int fd[2], saved;
 	char out[512] = "";
@@ -652,18 +653,18 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
-	    {"ctx", no_argument, NULL, 'X'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "ctx", no_argument, NULL, 'X' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = {
-	    .size = 4 << 20,
-	    .msgs = 64,
-	    .window = 8,
-	    .reps = 5,
-	    .pairs = 0,
-	    .iters = 50,
-	    .env = {"tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0},
+		.size = 4 << 20,
+		.msgs = 64,
+		.window = 8,
+		.reps = 5,
+		.pairs = 0,
+		.iters = 50,
+		.env = { "tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0 },
 	};
 	bool netns = false, any_mac = false;
 	int c, rounds = 0;
@@ -712,7 +713,7 @@ int main(int argc, char **argv)
 		case 'V':
 		case 'X':
 			if (o.nv == MAX_VARIANTS ||
-			    parse_variant(c == 'X' ? (char[]){"ctx"} : optarg, &o.v[o.nv])) {
+			    parse_variant(c == 'X' ? (char[]){ "ctx" } : optarg, &o.v[o.nv])) {
 				fprintf(stderr, "bad variant (or more than %d)\n", MAX_VARIANTS);
 				usage();
 				return 2;
@@ -726,7 +727,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!o.nv)
-		parse_variant((char[]){"raw"}, &o.v[o.nv++]);
+		parse_variant((char[]){ "raw" }, &o.v[o.nv++]);
 	if (!o.size || o.msgs < 1 || o.window < 1 || o.reps < 1 || o.iters < 1 || o.pairs < 0 ||
 	    o.pairs > MAX_ROUNDS || (rounds && o.pairs < 1)) {
 		usage();
@@ -764,9 +765,9 @@ int main(int argc, char **argv)
 			}
 			if (i == 0)
 				base = r.gbs;
-			printf("gradwire %s %s: %.3f GB/s (median of %d), x%.2f of %s", o.v[i].label,
-			       o.pingpong ? "ping-pong" : "stream", r.gbs, o.reps, r.gbs / base,
-			       o.v[0].label);
+			printf("gradwire %s %s: %.3f GB/s (median of %d), x%.2f of %s",
+			       o.v[i].label, o.pingpong ? "ping-pong" : "stream", r.gbs, o.reps,
+			       r.gbs / base, o.v[0].label);
 			if (o.v[i].ctx)
 				printf(", codec %s mac %s, raw/wire x%.2f", r.codec, r.mac, r.wire);
 			printf("\n");
@@ -775,7 +776,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	/* Rounds: every variant, then fi_pingpong (with -c), pairs times. */
-	double a[MAX_VARIANTS][MAX_ROUNDS], b[MAX_ROUNDS], wire[MAX_VARIANTS] = {0};
+	double a[MAX_VARIANTS][MAX_ROUNDS], b[MAX_ROUNDS], wire[MAX_VARIANTS] = { 0 };
 	int port = 40000 + (int)(getpid() % 20000);
 
 	for (int i = 0; i < o.pairs; i++) {

@@ -32,15 +32,15 @@
 /** struct gw_ctx_cfg - everything a context needs (plugin/ fills it from GRADWIRE_*). */
 struct gw_ctx_cfg {
 	struct gw_tp_cfg tp;
-	const char *codec;	/* preference list for remote peers; NULL: "none" */
-	const char *codec_local;	/* for peers on this host; NULL: codec */
-	bool fallback;		/* accept `none` when no codec is common */
-	int mac_mode;		/* enum gw_mac_mode */
-	const char *mac_key_file;	/* NULL: no key */
-	const char *mac_algs;	/* preference, e.g. "gmac-aes256,hmac-sha256"; NULL: that */
-	uint64_t min_compress_bytes;	/* smaller tensors always travel exactly */
-	uint64_t host_id;	/* 0: derived from the host name */
-	uint16_t hs_version;	/* 0: GW_HS_VERSION (tests simulate skew) */
+	const char *codec;	     /* preference list for remote peers; NULL: "none" */
+	const char *codec_local;     /* for peers on this host; NULL: codec */
+	bool fallback;		     /* accept `none` when no codec is common */
+	int mac_mode;		     /* enum gw_mac_mode */
+	const char *mac_key_file;    /* NULL: no key */
+	const char *mac_algs;	     /* preference, e.g. "gmac-aes256,hmac-sha256"; NULL: that */
+	uint64_t min_compress_bytes; /* smaller tensors always travel exactly */
+	uint64_t host_id;	     /* 0: derived from the host name */
+	uint16_t hs_version;	     /* 0: GW_HS_VERSION (tests simulate skew) */
 	/* Values every rank must set alike (the collectives assume them equal):
 	 * they travel in HELLO and a difference fails gw_ctx_create() on every
 	 * rank, naming the value and both settings (gw_ctx_cfg_agree()). */
@@ -60,13 +60,13 @@ int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value);
 struct gw_conn_stats {
 	char codec[GW_HS_SPEC_MAX + 1];
 	enum gw_mac_alg mac;
-	char mac_name[32];	/* the MAC's name, e.g. "gmac-aes256" or "none" */
+	char mac_name[32]; /* the MAC's name, e.g. "gmac-aes256" or "none" */
 	bool fell_back;
 	uint64_t frames_sent, frames_recv;
-	uint64_t raw_sent, wire_sent;	/* bytes of tensor data / of frames */
+	uint64_t raw_sent, wire_sent; /* bytes of tensor data / of frames */
 	uint64_t raw_recv, wire_recv;
-	uint64_t mac_failures;	/* frames whose tag did not verify */
-	uint64_t rejected;	/* other malformed or unexpected frames */
+	uint64_t mac_failures; /* frames whose tag did not verify */
+	uint64_t rejected;     /* other malformed or unexpected frames */
 	uint64_t timeouts, errors;
 	uint64_t residual_resets;
 };
@@ -79,14 +79,14 @@ struct gw_ctx_req {
 	struct gw_tp_req tp;
 	struct gw_ctx *ctx;
 	struct conn_slot *cs;
-	struct gw_rstore_entry *res;	/* sends with error feedback */
-	void *dst;			/* receives: the caller's buffer */
-	uint64_t n;			/* floats, or bytes for byte messages */
+	struct gw_rstore_entry *res; /* sends with error feedback */
+	void *dst;		     /* receives: the caller's buffer */
+	uint64_t n;		     /* floats, or bytes for byte messages */
 	uint32_t seq;
 	enum tp_op_dir dir;
 	uint8_t kind, add, lossy;
-	uint8_t direct;			/* receives: straight into dst (ZEROCOPY) */
-	uint8_t upto;			/* byte receives: any length up to n */
+	uint8_t direct; /* receives: straight into dst (ZEROCOPY) */
+	uint8_t upto;	/* byte receives: any length up to n */
 	/* A completed tensor receive (or a byte receive without dst): its
 	 * payload, as it arrived (verified), for gw_ctx_isend_fwd(); valid
 	 * until the next receive on its slot. */
@@ -94,8 +94,8 @@ struct gw_ctx_req {
 	size_t payload_len;
 };
 
-#define GW_CTX_LOSSY 0x1u	/* isend: a lossy codec may be used */
-#define GW_CTX_ADD 0x2u		/* irecv: acc[i] += value instead of y[i] = value */
+#define GW_CTX_LOSSY 0x1u /* isend: a lossy codec may be used */
+#define GW_CTX_ADD 0x2u	  /* irecv: acc[i] += value instead of y[i] = value */
 /* isend: x stays untouched until the send is waited for, so an exact tensor
  * may go out without a copy (gathered from the caller's buffer).
  * irecv (without ADD): the caller expects an exact (`none`) payload and
@@ -112,9 +112,8 @@ struct gw_ctx_req {
  * -EKEYREJECTED different keys, -EPROTONOSUPPORT version skew,
  * -ECONNREFUSED the peer refused, -ETIMEDOUT, ...).
  */
-int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
-		  struct gw_store *st, struct gw_ctx **out, char *err,
-		  size_t errlen);
+int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_store *st,
+		  struct gw_ctx **out, char *err, size_t errlen);
 /** gw_ctx_destroy() - accepts NULL; prints statistics when stats_out is set. */
 void gw_ctx_destroy(struct gw_ctx *ctx);
 
@@ -132,16 +131,15 @@ const char *gw_ctx_provider(const struct gw_ctx *ctx);
 bool gw_ctx_compresses(const struct gw_ctx *ctx, int peer, uint64_t n);
 
 /** gw_ctx_isend() - post float32 x[0..n) to peer on slot. */
-int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
-		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
+int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, uint64_t n,
+		 unsigned flags, struct gw_ctx_req *r);
 /**
  * gw_ctx_isend_sent() - gw_ctx_isend(), and also write to sent[0..n) what
  * the peer will decode (decode(encode(x + r))), bit for bit. A collective
  * keeps that as its own copy so every replica ends identical.
  */
-int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
-		      const float *x, uint64_t n, unsigned flags, float *sent,
-		      struct gw_ctx_req *r);
+int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, uint64_t n,
+		      unsigned flags, float *sent, struct gw_ctx_req *r);
 
 /**
  * gw_ctx_isend_fwd() - send the payload that the completed receive `from`
@@ -151,25 +149,24 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
  * -EPROTO (the payload's codec is neither `none` nor the one negotiated with
  * peer: the caller sends the decoded values instead).
  */
-int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
-		     const struct gw_ctx_req *from, struct gw_ctx_req *r);
+int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot, const struct gw_ctx_req *from,
+		     struct gw_ctx_req *r);
 
 /** gw_ctx_irecv() - post a receive of n float32 values from peer on slot. */
-int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
-		 uint64_t n, unsigned flags, struct gw_ctx_req *r);
+int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y, uint64_t n, unsigned flags,
+		 struct gw_ctx_req *r);
 /** Exact bytes (never compressed). */
-int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
-		       const void *buf, size_t len, struct gw_ctx_req *r);
-int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
-		       size_t len, struct gw_ctx_req *r);
+int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, size_t len,
+		       struct gw_ctx_req *r);
+int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf, size_t len,
+		       struct gw_ctx_req *r);
 /**
  * gw_ctx_isend_bytes2() - one exact byte message of head then buf (both
  * copied into the frame at once), so a host can prefix what the receiver
  * needs to place the bytes.
  */
-int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot,
-			const void *head, size_t hlen, const void *buf, size_t len,
-			struct gw_ctx_req *r);
+int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot, const void *head, size_t hlen,
+			const void *buf, size_t len, struct gw_ctx_req *r);
 /**
  * gw_ctx_irecv_frame() - receive the next byte message on (peer, slot) of
  * any length up to cap and leave it in the frame buffer: after a
@@ -231,18 +228,16 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r);
  * cancelled (their sequence numbers are not consumed). They all go through
  * frame buffers: GW_CTX_ZEROCOPY is ignored here.
  */
-int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
-		    uint32_t slot, float *y, uint64_t n, unsigned flags,
-		    int *from);
+int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers, uint32_t slot, float *y,
+		    uint64_t n, unsigned flags, int *from);
 
 /**
  * gw_ctx_seal() - seal body[0..len) as a frame to peer (slot, seq) with the
  * connection's send key, without sending it or touching any counter. For
  * tests that play a hostile peer, and for tools. Return: frame bytes or -errno.
  */
-ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
-		    uint32_t slot, uint32_t seq, const void *body, size_t len,
-		    uint8_t *out, size_t cap);
+ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags, uint32_t slot,
+		    uint32_t seq, const void *body, size_t len, uint8_t *out, size_t cap);
 
 /**
  * gw_ctx_recv_withdraw() - take back a posted receive that did not complete
@@ -288,8 +283,8 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx);
 /** struct gw_ctx_own - what gw_ctx_own_residual() lends (valid until the
  * entry is reshaped, reset or the context destroyed). */
 struct gw_ctx_own {
-	struct gw_residual *res;	/* the residual, n values */
-	uint8_t *state;			/* the codec's state, state_len bytes */
+	struct gw_residual *res; /* the residual, n values */
+	uint8_t *state;		 /* the codec's state, state_len bytes */
 	size_t state_len;
 };
 
@@ -302,8 +297,8 @@ struct gw_ctx_own {
  * codec re-zeroes it and counts a reset, like any entry.
  * Return: 0, -ENOMEM, -EINVAL.
  */
-int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_ctx_own *own);
+int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n, const struct gw_codec *c,
+			struct gw_ctx_own *own);
 
 /** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
  * held (every peer's and slot's residual, staged residual and state). */

@@ -40,8 +40,7 @@ static void slot_free(struct gw_ctx *ctx, struct conn_slot *cs)
 }
 
 /* Keep an idle buffer in the pool, or free it (or a smaller pooled one). */
-static void buf_park(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
-		     struct gw_tp_mr **mr)
+static void buf_park(struct gw_ctx *ctx, uint8_t **buf, size_t *cap, struct gw_tp_mr **mr)
 {
 	struct pool_buf b = { *buf, *cap, *mr };
 
@@ -70,8 +69,8 @@ static void buf_park(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
 }
 
 /* Make *buf hold need bytes; register it when the provider wants that. */
-int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
-		    struct gw_tp_mr **mr, size_t need)
+int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap, struct gw_tp_mr **mr,
+		    size_t need)
 {
 	size_t ncap = *cap ? *cap : 4096;
 	unsigned best = POOL_MAX;
@@ -85,7 +84,7 @@ int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
 	free(*buf);
 	*buf = NULL;
 	*cap = 0;
-	for (unsigned i = 0; i < ctx->npool; i++)	/* best fit */
+	for (unsigned i = 0; i < ctx->npool; i++) /* best fit */
 		if (ctx->pool[i].cap >= need &&
 		    (best == POOL_MAX || ctx->pool[i].cap < ctx->pool[best].cap))
 			best = i;
@@ -114,8 +113,8 @@ int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
 
 /* ---- lifecycle ------------------------------------------------------------- */
 
-int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
-		  struct gw_store *st, struct gw_ctx **out, char *err, size_t errlen)
+int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_store *st,
+		  struct gw_ctx **out, char *err, size_t errlen)
 {
 	const char *job = cfg->tp.job ? cfg->tp.job : "gw";
 	struct gw_ctx *ctx;
@@ -152,8 +151,7 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size,
 	if (rc) {
 		snprintf(err, errlen, "transport (%s on %s): %s",
 			 cfg->tp.provider ? cfg->tp.provider : "default provider",
-			 cfg->tp.iface ? cfg->tp.iface : "default interface",
-			 gw_strerror(rc));
+			 cfg->tp.iface ? cfg->tp.iface : "default interface", gw_strerror(rc));
 		goto err_free;
 	}
 	rc = ctx_handshake(ctx, cfg, st, job, err, errlen);
@@ -193,16 +191,25 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 		gw_tp_mr_dereg(ctx->tp, ctx->pool[i].mr);
 		free(ctx->pool[i].buf);
 	}
-	gw_tp_destroy(ctx->tp);	/* after the buffers' registrations went */
+	gw_tp_destroy(ctx->tp); /* after the buffers' registrations went */
 	gw_rstore_destroy(ctx->rs);
 	free(ctx->conns);
 	free(ctx->scratch);
 	free(ctx);
 }
 
-int gw_ctx_rank(const struct gw_ctx *ctx) { return ctx->rank; }
-int gw_ctx_size(const struct gw_ctx *ctx) { return ctx->size; }
-struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx) { return ctx->tp; }
+int gw_ctx_rank(const struct gw_ctx *ctx)
+{
+	return ctx->rank;
+}
+int gw_ctx_size(const struct gw_ctx *ctx)
+{
+	return ctx->size;
+}
+struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx)
+{
+	return ctx->tp;
+}
 
 const char *gw_ctx_provider(const struct gw_ctx *ctx)
 {
@@ -221,8 +228,8 @@ uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx)
 	return ctx->min_compress_bytes;
 }
 
-int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
-			const struct gw_codec *c, struct gw_ctx_own *own)
+int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n, const struct gw_codec *c,
+			struct gw_ctx_own *own)
 {
 	struct gw_rstore_entry *e;
 	int reshaped, rc;
@@ -231,9 +238,10 @@ int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
 	if (rc)
 		return rc;
 	if (reshaped)
-		ctx_log(ctx, GW_LOG_WARN, "own slot %u: a tensor of %llu values "
-			"replaces the residual's shape; residual re-zeroed", slot,
-			(unsigned long long)n);
+		ctx_log(ctx, GW_LOG_WARN,
+			"own slot %u: a tensor of %llu values "
+			"replaces the residual's shape; residual re-zeroed",
+			slot, (unsigned long long)n);
 	*own = (struct gw_ctx_own){ &e->res, e->state, e->state_len };
 	return 0;
 }
@@ -244,12 +252,12 @@ int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n,
  * The start of every request: clear r, check the arguments (n values or
  * bytes at buf; n of at most GW_MAX_ELEMS) and find the slot of (peer, slot).
  */
-int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf,
-		  uint64_t n, struct gw_ctx_req *r, struct conn_slot **cs)
+int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, uint64_t n,
+		  struct gw_ctx_req *r, struct conn_slot **cs)
 {
 	memset(r, 0, sizeof(*r));
-	if (peer < 0 || peer >= ctx->size || peer == ctx->rank ||
-	    slot > GW_TP_SLOT_MAX || n > GW_MAX_ELEMS || (n && !buf))
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || slot > GW_TP_SLOT_MAX ||
+	    n > GW_MAX_ELEMS || (n && !buf))
 		return -EINVAL;
 	*cs = ctx_slot_get(&ctx->conns[peer], slot);
 	return *cs ? 0 : -ENOMEM;
@@ -280,7 +288,6 @@ int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving)
 	return ctx->failed_peer;
 }
 
-
 int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s)
 {
 	const struct conn *c;
@@ -304,11 +311,12 @@ void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f)
 
 		if (gw_ctx_stats(ctx, p, &s))
 			continue;
-		fprintf(f, "gradwire[%d]: peer %d codec %s%s mac %s | sent %llu frames "
+		fprintf(f,
+			"gradwire[%d]: peer %d codec %s%s mac %s | sent %llu frames "
 			"%llu B raw %llu B wire (x%.2f) | recv %llu frames %llu B raw "
 			"%llu B wire | mac failures %llu rejected %llu timeouts %llu "
-			"errors %llu residual resets %llu\n", ctx->rank, p, s.codec,
-			s.fell_back ? " (fallback)" : "", s.mac_name,
+			"errors %llu residual resets %llu\n",
+			ctx->rank, p, s.codec, s.fell_back ? " (fallback)" : "", s.mac_name,
 			(unsigned long long)s.frames_sent, (unsigned long long)s.raw_sent,
 			(unsigned long long)s.wire_sent,
 			s.wire_sent ? (double)s.raw_sent / (double)s.wire_sent : 0.0,

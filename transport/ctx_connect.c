@@ -25,7 +25,7 @@
 uint64_t gw_ctx_host_id_default(void)
 {
 	char name[256] = "";
-	uint64_t h = UINT64_C(0xcbf29ce484222325);	/* FNV-1a */
+	uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
 
 	gethostname(name, sizeof(name) - 1);
 	for (const char *p = name; *p; p++)
@@ -33,8 +33,7 @@ uint64_t gw_ctx_host_id_default(void)
 	return h ? h : 1;
 }
 
-static int parse_algs(const char *list, struct gw_hs_hello *h, char *err,
-		      size_t errlen)
+static int parse_algs(const char *list, struct gw_hs_hello *h, char *err, size_t errlen)
 {
 	int n;
 
@@ -42,8 +41,10 @@ static int parse_algs(const char *list, struct gw_hs_hello *h, char *err,
 		list = "gmac-aes256,hmac-sha256";
 	n = gw_mac_alg_list_parse(list, h->algs, GW_HS_MAX_ALGS);
 	if (n < 0) {
-		snprintf(err, errlen, "MAC algorithms '%s': expected a list of "
-			 "gmac-aes256, hmac-sha256", list);
+		snprintf(err, errlen,
+			 "MAC algorithms '%s': expected a list of "
+			 "gmac-aes256, hmac-sha256",
+			 list);
 		return n;
 	}
 	h->nalgs = (uint8_t)n;
@@ -51,9 +52,8 @@ static int parse_algs(const char *list, struct gw_hs_hello *h, char *err,
 }
 
 /* Our HELLO template (codec list and LOCAL flag are set per peer). */
-static int hello_base(const struct gw_ctx_cfg *cfg, int rank, int size,
-		      bool has_key, uint64_t host, struct gw_hs_hello *h,
-		      char *err, size_t errlen)
+static int hello_base(const struct gw_ctx_cfg *cfg, int rank, int size, bool has_key, uint64_t host,
+		      struct gw_hs_hello *h, char *err, size_t errlen)
 {
 	memset(h, 0, sizeof(*h));
 	h->version = cfg->hs_version ? cfg->hs_version : GW_HS_VERSION;
@@ -83,8 +83,8 @@ int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value)
 	if (len < 1 || len > GW_HS_AGREE_NAME_MAX)
 		return -EINVAL;
 	for (size_t k = 0; k < len; k++)
-		if (!((name[k] >= 'A' && name[k] <= 'Z') ||
-		      (name[k] >= '0' && name[k] <= '9') || name[k] == '_'))
+		if (!((name[k] >= 'A' && name[k] <= 'Z') || (name[k] >= '0' && name[k] <= '9') ||
+		      name[k] == '_'))
 			return -EINVAL;
 	for (i = 0; i < cfg->nagree; i++)
 		if (!strcmp(cfg->agree[i].name, name))
@@ -98,8 +98,8 @@ int gw_ctx_cfg_agree(struct gw_ctx_cfg *cfg, const char *name, uint64_t value)
 	return 0;
 }
 
-static int codec_list(const char *list, struct gw_hs_hello *h, const char *what,
-		      char *err, size_t errlen)
+static int codec_list(const char *list, struct gw_hs_hello *h, const char *what, char *err,
+		      size_t errlen)
 {
 	char e[200];
 	int n = gw_codec_list_parse(list, h->codecs, GW_HS_MAX_CODECS, e, sizeof(e));
@@ -116,9 +116,9 @@ struct hs_peer {
 	uint8_t hello_out[GW_HS_HELLO_MAX], hello_in[GW_HS_HELLO_MAX];
 	uint8_t fin_out[GW_HS_FINISHED_MAX], fin_in[GW_HS_FINISHED_MAX];
 	size_t hello_out_len, fin_out_len;
-	ssize_t hello_in_len, fin_in_len;	/* bytes, or -errno */
+	ssize_t hello_in_len, fin_in_len; /* bytes, or -errno */
 	struct gw_hs_hello me, peer;
-	int rc;				/* our decision for this peer */
+	int rc; /* our decision for this peer */
 	char err[400];
 };
 
@@ -127,8 +127,7 @@ struct hs_peer {
  * all of them under one deadline (everything posted is waited for, even
  * after an error, so no operation outlives its buffer).
  */
-static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err,
-		    size_t errlen)
+static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err, size_t errlen)
 {
 	uint32_t seq = fin ? HS_SEQ_FINISHED : HS_SEQ_HELLO;
 	struct gw_tp_req *reqs = calloc(2 * (size_t)ctx->size, sizeof(*reqs));
@@ -144,36 +143,34 @@ static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err,
 		peer_of[nreq] = p;
 		rc = gw_tp_irecv_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
 				      fin ? x->fin_in : x->hello_in,
-				      fin ? sizeof(x->fin_in) : sizeof(x->hello_in),
-				      &reqs[nreq]);
+				      fin ? sizeof(x->fin_in) : sizeof(x->hello_in), &reqs[nreq]);
 		if (rc)
 			break;
 		peer_of[++nreq] = p;
 		rc = gw_tp_isend_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
 				      fin ? x->fin_out : x->hello_out,
-				      fin ? x->fin_out_len : x->hello_out_len,
-				      &reqs[nreq]);
+				      fin ? x->fin_out_len : x->hello_out_len, &reqs[nreq]);
 		if (rc)
 			break;
 		nreq++;
 	}
 	if (rc && reqs)
-		snprintf(err, errlen, "handshake: posting to rank %d failed: %s",
-			 peer_of[nreq], gw_strerror(rc));
+		snprintf(err, errlen, "handshake: posting to rank %d failed: %s", peer_of[nreq],
+			 gw_strerror(rc));
 	if (nreq) {
 		int wrc = gw_tp_waitall(ctx->tp, reqs, nreq, ctx->timeout_ms);
 
 		for (size_t i = 0; i < nreq; i++) {
-			if (i % 2 == 0)	/* receives: what arrived */
-				*(fin ? &hp[peer_of[i]].fin_in_len :
-					&hp[peer_of[i]].hello_in_len) = reqs[i].result;
+			if (i % 2 == 0) /* receives: what arrived */
+				*(fin ? &hp[peer_of[i]].fin_in_len : &hp[peer_of[i]].hello_in_len) =
+					reqs[i].result;
 			if (!rc && wrc && reqs[i].result < 0) {
 				rc = (int)reqs[i].result;
-				snprintf(err, errlen, "handshake with rank %d: %s %s",
-					 peer_of[i], i % 2 ? "sending" : "receiving",
+				snprintf(err, errlen, "handshake with rank %d: %s %s", peer_of[i],
+					 i % 2 ? "sending" : "receiving",
 					 fin ? "FINISHED" : "HELLO");
-				snprintf(err + strlen(err), errlen - strlen(err),
-					 " failed: %s", gw_strerror(rc));
+				snprintf(err + strlen(err), errlen - strlen(err), " failed: %s",
+					 gw_strerror(rc));
 			}
 		}
 	}
@@ -183,19 +180,21 @@ static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err,
 }
 
 /* Build our HELLO for peer p (its list depends on whether p shares our host). */
-static int hello_for(const struct gw_ctx_cfg *cfg, const struct gw_hs_hello *base,
-		     bool local, struct hs_peer *x, char *err, size_t errlen)
+static int hello_for(const struct gw_ctx_cfg *cfg, const struct gw_hs_hello *base, bool local,
+		     struct hs_peer *x, char *err, size_t errlen)
 {
-	const char *list = local && cfg->codec_local ? cfg->codec_local :
-			   cfg->codec ? cfg->codec : "none";
+	const char *list = local && cfg->codec_local ? cfg->codec_local
+			   : cfg->codec		     ? cfg->codec
+						     : "none";
 	ssize_t len;
 	int rc;
 
 	x->me = *base;
 	if (local)
 		x->me.flags |= GW_HS_F_LOCAL;
-	rc = codec_list(list, &x->me, local && cfg->codec_local ?
-			"GRADWIRE_CODEC_LOCAL" : "GRADWIRE_CODEC", err, errlen);
+	rc = codec_list(list, &x->me,
+			local && cfg->codec_local ? "GRADWIRE_CODEC_LOCAL" : "GRADWIRE_CODEC", err,
+			errlen);
 	if (rc)
 		return rc;
 	if (RAND_bytes(x->me.nonce, GW_HS_NONCE) != 1)
@@ -211,8 +210,7 @@ static int hello_for(const struct gw_ctx_cfg *cfg, const struct gw_hs_hello *bas
 }
 
 /* Our decision for peer p after round one; on failure x->rc and x->err. */
-static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x,
-		      const uint8_t *psk)
+static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x, const uint8_t *psk)
 {
 	struct conn *c = &ctx->conns[p];
 	ssize_t len;
@@ -220,19 +218,21 @@ static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x,
 	x->rc = gw_hs_hello_parse(x->hello_in, (size_t)x->hello_in_len, &x->peer);
 	if (x->rc == -EPROTONOSUPPORT || (!x->rc && x->peer.version != x->me.version)) {
 		x->rc = -EPROTONOSUPPORT;
-		snprintf(x->err, sizeof(x->err), "protocol version skew: rank %d "
-			 "speaks %u, rank %d speaks %u", ctx->rank, x->me.version,
-			 p, x->peer.version);
+		snprintf(x->err, sizeof(x->err),
+			 "protocol version skew: rank %d "
+			 "speaks %u, rank %d speaks %u",
+			 ctx->rank, x->me.version, p, x->peer.version);
 	} else if (x->rc) {
 		snprintf(x->err, sizeof(x->err), "rank %d sent a malformed HELLO", p);
 	} else if (x->peer.rank != (uint32_t)p) {
 		x->rc = -EINVAL;
-		snprintf(x->err, sizeof(x->err), "the HELLO from rank %d says it is "
-			 "rank %u", p, x->peer.rank);
+		snprintf(x->err, sizeof(x->err),
+			 "the HELLO from rank %d says it is "
+			 "rank %u",
+			 p, x->peer.rank);
 	} else {
-		x->rc = gw_hs_decide(&x->me, x->hello_out, x->hello_out_len, &x->peer,
-				     x->hello_in, (size_t)x->hello_in_len, psk,
-				     &c->hs, x->err, sizeof(x->err));
+		x->rc = gw_hs_decide(&x->me, x->hello_out, x->hello_out_len, &x->peer, x->hello_in,
+				     (size_t)x->hello_in_len, psk, &c->hs, x->err, sizeof(x->err));
 	}
 	if (!x->rc && c->hs.mac &&
 	    (gw_mac_create(c->hs.mac, c->hs.key_send, &c->tx) ||
@@ -240,15 +240,13 @@ static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x,
 		x->rc = -EIO;
 		snprintf(x->err, sizeof(x->err), "OpenSSL refused the MAC keys");
 	}
-	len = x->rc ? gw_hs_finished_build(NULL, x->rc, x->err, x->fin_out,
-					   sizeof(x->fin_out))
-		    : gw_hs_finished_build(&c->hs, 0, NULL, x->fin_out,
-					   sizeof(x->fin_out));
+	len = x->rc ? gw_hs_finished_build(NULL, x->rc, x->err, x->fin_out, sizeof(x->fin_out))
+		    : gw_hs_finished_build(&c->hs, 0, NULL, x->fin_out, sizeof(x->fin_out));
 	x->fin_out_len = (size_t)(len < 0 ? 0 : len);
 }
 
-int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
-		  struct gw_store *st, const char *job, char *err, size_t errlen)
+int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
+		  const char *job, char *err, size_t errlen)
 {
 	uint8_t psk[GW_MAC_KEY_LEN];
 	bool has_key = false;
@@ -262,8 +260,10 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
 		rc = gw_key_file_load(cfg->mac_key_file, psk);
 		if (rc) {
 			snprintf(err, errlen, "MAC key file %s: %s%s", cfg->mac_key_file,
-				 gw_strerror(rc), rc == -EACCES ?
-				 " (it must be a regular file only its owner can read)" : "");
+				 gw_strerror(rc),
+				 rc == -EACCES
+					 ? " (it must be a regular file only its owner can read)"
+					 : "");
 			return rc;
 		}
 		has_key = true;
@@ -308,13 +308,12 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
 
 		if (p == ctx->rank)
 			continue;
-		if (x->rc) {	/* our own refusal; the peer reports the same */
+		if (x->rc) { /* our own refusal; the peer reports the same */
 			rc = x->rc;
 			snprintf(err, errlen, "%s", x->err);
 			break;
 		}
-		rc = gw_hs_finished_check(&c->hs, x->fin_in, (size_t)x->fin_in_len,
-					  err, errlen);
+		rc = gw_hs_finished_check(&c->hs, x->fin_in, (size_t)x->fin_in_len, err, errlen);
 		if (rc == -EBADMSG)
 			snprintf(err, errlen, "rank %d sent a malformed FINISHED", p);
 		if (!rc)

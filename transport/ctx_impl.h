@@ -34,7 +34,7 @@ struct conn_slot {
 	size_t scap, rcap;
 	struct gw_tp_mr *smr, *rmr;
 	bool sbusy, rbusy;
-	size_t stash;		/* recv_any: a frame that arrived unasked, or 0 */
+	size_t stash; /* recv_any: a frame that arrived unasked, or 0 */
 	struct conn *c;
 };
 
@@ -42,7 +42,7 @@ struct conn {
 	int peer;
 	struct gw_hs_result hs;
 	struct gw_mac *tx, *rx;
-	struct gw_map slots;	/* slot -> struct conn_slot */
+	struct gw_map slots; /* slot -> struct conn_slot */
 	struct gw_conn_stats st;
 };
 
@@ -51,7 +51,7 @@ struct gw_ctx {
 	int timeout_ms, log_level;
 	uint64_t min_compress_bytes;
 	struct gw_tp *tp;
-	struct conn *conns;	/* size entries; conns[rank] unused */
+	struct conn *conns; /* size entries; conns[rank] unused */
 	struct gw_rstore *rs;
 	struct gw_codec none;
 	void *scratch;
@@ -78,16 +78,16 @@ struct gw_ctx {
 struct conn_slot *ctx_slot_get(struct conn *c, uint32_t slot);
 /* Make *buf hold need bytes (a pooled buffer, or a new one registered when
  * the provider wants that). Return: 0, -ENOMEM or a registration's -errno. */
-int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap,
-		    struct gw_tp_mr **mr, size_t need);
+int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap, struct gw_tp_mr **mr,
+		    size_t need);
 /* Clear r, check the arguments of a request and find its slot. */
-int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf,
-		  uint64_t n, struct gw_ctx_req *r, struct conn_slot **cs);
+int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, uint64_t n,
+		  struct gw_ctx_req *r, struct conn_slot **cs);
 
 /* ctx_connect.c */
 /* Host ids through the store, then HELLO and FINISHED with every peer;
  * fills ctx->conns[p].hs and the MAC contexts. err: why, naming the peer. */
-int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg,
-		  struct gw_store *st, const char *job, char *err, size_t errlen);
+int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
+		  const char *job, char *err, size_t errlen);
 
 #endif

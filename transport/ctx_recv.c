@@ -17,9 +17,8 @@
  * direct, of exactly an exact payload of n values: its frame and payload
  * headers into cs->rbuf, the values straight into dst.
  */
-static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
-		     void *dst, uint64_t n, size_t need, int add, bool direct,
-		     struct gw_ctx_req *r)
+static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind, void *dst, uint64_t n,
+		     size_t need, int add, bool direct, struct gw_ctx_req *r)
 {
 	struct iovec iov[2];
 	int rc;
@@ -33,7 +32,7 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	r->kind = kind;
 	r->dir = OP_RECV;
 	r->add = (uint8_t)add;
-	r->direct = direct && !cs->stash;	/* a stashed frame is whole */
+	r->direct = direct && !cs->stash; /* a stashed frame is whole */
 	if (cs->stash) {
 		/* Already here (recv_any withdrew it after it arrived): it
 		 * holds the sequence number consumed when it was posted. */
@@ -48,11 +47,10 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 	if (r->direct) {
 		iov[0] = (struct iovec){ cs->rbuf, need };
 		iov[1] = (struct iovec){ dst, n * sizeof(float) };
-		rc = gw_tp_irecvv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, iov, 2,
-				  &r->tp);
+		rc = gw_tp_irecvv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, iov, 2, &r->tp);
 	} else {
-		rc = gw_tp_irecv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, cs->rbuf,
-				 cs->rcap, &r->tp);
+		rc = gw_tp_irecv(ctx->tp, cs->c->peer, cs->slot, cs->recv_seq, cs->rbuf, cs->rcap,
+				 &r->tp);
 	}
 	if (rc)
 		return rc;
@@ -62,16 +60,15 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 }
 
 /* Receive bound: the negotiated codec or `none` (small or exact tensors). */
-static size_t tensor_bound(const struct conn *c, const struct gw_codec *none,
-			   uint64_t n)
+static size_t tensor_bound(const struct conn *c, const struct gw_codec *none, uint64_t n)
 {
 	size_t a = gw_payload_bound(&c->hs.codec, n), b = gw_payload_bound(none, n);
 
 	return gw_frame_bound(a > b ? a : b, c->hs.mac);
 }
 
-int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
-		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
+int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y, uint64_t n, unsigned flags,
+		 struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
 	bool direct;
@@ -89,8 +86,8 @@ int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y,
 			 !!(flags & GW_CTX_ADD), direct, r);
 }
 
-int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
-		       size_t len, struct gw_ctx_req *r)
+int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf, size_t len,
+		       struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
 	int rc;
@@ -98,8 +95,8 @@ int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf,
 	rc = ctx_req_begin(ctx, peer, slot, buf, len, r, &cs);
 	if (rc)
 		return rc;
-	return post_recv(ctx, cs, GW_FRAME_BYTES, buf, len,
-			 gw_frame_bound(len, cs->c->hs.mac), 0, false, r);
+	return post_recv(ctx, cs, GW_FRAME_BYTES, buf, len, gw_frame_bound(len, cs->c->hs.mac), 0,
+			 false, r);
 }
 
 int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
@@ -113,16 +110,15 @@ int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
 		return rc;
 	if (cap > GW_MAX_ELEMS)
 		return -EINVAL;
-	rc = post_recv(ctx, cs, GW_FRAME_BYTES, NULL, cap,
-		       gw_frame_bound(cap, cs->c->hs.mac), 0, false, r);
+	rc = post_recv(ctx, cs, GW_FRAME_BYTES, NULL, cap, gw_frame_bound(cap, cs->c->hs.mac), 0,
+		       false, r);
 	r->upto = 1;
 	return rc;
 }
 
 /* Authenticate, check and deliver a received frame of flen bytes in cs
  * (a direct receive: its headers in cs->rbuf, the values already in dst). */
-static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
-		   struct conn_slot *cs, size_t flen)
+static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, struct conn_slot *cs, size_t flen)
 {
 	struct conn *c = cs->c;
 	struct gw_frame_hdr h;
@@ -136,22 +132,21 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 	why = "not the exact payload of the length posted for";
 	if (r->direct && flen != GW_FRAME_HDR + GW_PAYLOAD_HDR + r->n * sizeof(float))
 		goto reject;
-	rc = gw_frame_open(c->rx, c->hs.mac, cs->rbuf, flen, cs->slot, r->seq, &h,
-			   &body);
+	rc = gw_frame_open(c->rx, c->hs.mac, cs->rbuf, flen, cs->slot, r->seq, &h, &body);
 	if (rc) {
-		why = rc == -EKEYREJECTED ? "its MAC does not verify" :
-		      rc == -EPROTO ? "wrong slot or sequence number" :
-		      "malformed header";
+		why = rc == -EKEYREJECTED ? "its MAC does not verify"
+		      : rc == -EPROTO	  ? "wrong slot or sequence number"
+					  : "malformed header";
 		goto reject;
 	}
 	rc = -EPROTO;
 	why = "a frame of another kind";
 	if (h.kind != r->kind)
 		goto reject;
-	if (r->direct) {	/* exactly gw_payload_head_exact()'s header */
+	if (r->direct) { /* exactly gw_payload_head_exact()'s header */
 		why = "not an exact payload of the values posted for";
-		if (h.flags || gw_payload_head_exact(r->n, head, sizeof(head)) !=
-				       GW_PAYLOAD_HDR || memcmp(head, body, sizeof(head)))
+		if (h.flags || gw_payload_head_exact(r->n, head, sizeof(head)) != GW_PAYLOAD_HDR ||
+		    memcmp(head, body, sizeof(head)))
 			goto reject;
 		goto accept;
 	}
@@ -161,7 +156,7 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 		if (r->upto ? h.len > r->n : h.len != r->n)
 			goto reject;
 		r->n = h.len;
-		if (!r->dst) {	/* gw_ctx_irecv_frame(): left in the frame */
+		if (!r->dst) { /* gw_ctx_irecv_frame(): left in the frame */
 			r->payload = body;
 			r->payload_len = h.len;
 		} else if (h.len) {
@@ -175,8 +170,7 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r,
 		goto reject;
 	rc = -EPROTO;
 	why = "a codec the connection did not negotiate";
-	if (p.id != GW_CODEC_NONE && (p.id != c->hs.codec.ops->id ||
-				      !(h.flags & GW_FRAME_F_LOSSY)))
+	if (p.id != GW_CODEC_NONE && (p.id != c->hs.codec.ops->id || !(h.flags & GW_FRAME_F_LOSSY)))
 		goto reject;
 	rc = r->add ? gw_payload_decode_add(body, h.len, r->dst, r->n)
 		    : gw_payload_decode(body, h.len, r->dst, r->n);
@@ -195,8 +189,10 @@ reject:
 		c->st.mac_failures++;
 	else
 		c->st.rejected++;
-	ctx_log(ctx, GW_LOG_ERROR, "frame from rank %d (slot %u, seq %u) rejected: "
-		"%s (%s)", c->peer, cs->slot, r->seq, why, gw_strerror(rc));
+	ctx_log(ctx, GW_LOG_ERROR,
+		"frame from rank %d (slot %u, seq %u) rejected: "
+		"%s (%s)",
+		c->peer, cs->slot, r->seq, why, gw_strerror(rc));
 	return rc;
 }
 
@@ -244,8 +240,8 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	if (got < 0) {
 		cs->c->st.errors += got != -ETIMEDOUT;
 		cs->c->st.timeouts += got == -ETIMEDOUT;
-		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s",
-			cs->c->peer, cs->slot, gw_strerror((int)got));
+		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s", cs->c->peer,
+			cs->slot, gw_strerror((int)got));
 		failed(ctx, cs->c->peer, OP_RECV);
 		return (int)got;
 	}
@@ -298,11 +294,11 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 		return;
 	if (r->dir == OP_RECV && cs->stash)
 		cs->stash = 0;
-	else	/* cancels and drains, or finds it complete */
+	else /* cancels and drains, or finds it complete */
 		got = gw_tp_cancel(ctx->tp, &r->tp);
 	if (r->dir == OP_SEND) {
 		cs->sbusy = false;
-		if (r->res && got >= 0)	/* it left after all */
+		if (r->res && got >= 0) /* it left after all */
 			gw_rstore_commit(r->res);
 		else if (r->res)
 			gw_rstore_abort(r->res);
@@ -312,8 +308,8 @@ void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	r->cs = NULL;
 }
 
-int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
-		    uint32_t slot, float *y, uint64_t n, unsigned flags, int *from)
+int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers, uint32_t slot, float *y,
+		    uint64_t n, unsigned flags, int *from)
 {
 	struct gw_ctx_req *r;
 	int64_t deadline = gw_now_ms() + ctx->timeout_ms;
@@ -324,9 +320,8 @@ int gw_ctx_recv_any(struct gw_ctx *ctx, const int *peers, int npeers,
 	r = calloc((size_t)npeers, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	for (int i = 0; i < npeers && !rc; i++, posted++)	/* into frame buffers */
-		rc = gw_ctx_irecv(ctx, peers[i], slot, y, n, flags & ~GW_CTX_ZEROCOPY,
-				  &r[i]);
+	for (int i = 0; i < npeers && !rc; i++, posted++) /* into frame buffers */
+		rc = gw_ctx_irecv(ctx, peers[i], slot, y, n, flags & ~GW_CTX_ZEROCOPY, &r[i]);
 	while (!rc && winner < 0) {
 		for (int i = 0; i < posted && winner < 0; i++)
 			if (gw_ctx_test(ctx, &r[i]) == 1)

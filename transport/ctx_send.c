@@ -27,8 +27,8 @@ static int scratch_reserve(struct gw_ctx *ctx, size_t need)
 }
 
 /* A frame of flen bytes was posted on cs: account for it. */
-static void sent_posted(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
-			size_t flen, struct gw_ctx_req *r)
+static void sent_posted(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind, size_t flen,
+			struct gw_ctx_req *r)
 {
 	r->ctx = ctx;
 	r->cs = cs;
@@ -40,8 +40,8 @@ static void sent_posted(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 }
 
 /* Seal the frame whose body is in cs->sbuf and post it. */
-static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
-		      uint8_t flags, size_t body, struct gw_ctx_req *r)
+static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind, uint8_t flags,
+		      size_t body, struct gw_ctx_req *r)
 {
 	struct conn *c = cs->c;
 	struct gw_frame_hdr h = { kind, flags, cs->slot, cs->send_seq, body };
@@ -50,8 +50,7 @@ static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
 
 	if (flen < 0)
 		return (int)flen;
-	rc = gw_tp_isend(ctx->tp, c->peer, cs->slot, cs->send_seq, cs->sbuf,
-			 (size_t)flen, &r->tp);
+	rc = gw_tp_isend(ctx->tp, c->peer, cs->slot, cs->send_seq, cs->sbuf, (size_t)flen, &r->tp);
 	if (!rc)
 		sent_posted(ctx, cs, kind, (size_t)flen, r);
 	return rc;
@@ -62,8 +61,8 @@ static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind,
  * its header (and payload header) in cs->sbuf, x itself, and the tag, so x
  * must stay untouched until the send is waited for (GW_CTX_ZEROCOPY).
  */
-static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs,
-			 const float *x, uint64_t n, struct gw_ctx_req *r)
+static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs, const float *x, uint64_t n,
+			 struct gw_ctx_req *r)
 {
 	struct conn *c = cs->c;
 	struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, cs->slot, cs->send_seq, 0 };
@@ -73,24 +72,21 @@ static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs,
 	int rc;
 
 	rc = ctx_buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
-			 GW_FRAME_HDR + GW_PAYLOAD_HDR + tag);
+			     GW_FRAME_HDR + GW_PAYLOAD_HDR + tag);
 	if (rc)
 		return rc;
-	len = gw_payload_head_exact(n, cs->sbuf + GW_FRAME_HDR,
-				    cs->scap - GW_FRAME_HDR - tag);
+	len = gw_payload_head_exact(n, cs->sbuf + GW_FRAME_HDR, cs->scap - GW_FRAME_HDR - tag);
 	if (len < 0)
 		return (int)len;
 	head = GW_FRAME_HDR + (size_t)len;
 	h.len = (size_t)len + n * sizeof(float);
-	rc = gw_frame_seal_split(c->tx, c->hs.mac, &h, cs->sbuf, head, x,
-				 cs->sbuf + head);
+	rc = gw_frame_seal_split(c->tx, c->hs.mac, &h, cs->sbuf, head, x, cs->sbuf + head);
 	if (rc)
 		return rc;
 	iov[0] = (struct iovec){ cs->sbuf, head };
 	iov[1] = (struct iovec){ (void *)(uintptr_t)x, n * sizeof(float) };
 	iov[2] = (struct iovec){ cs->sbuf + head, tag };
-	rc = gw_tp_isendv(ctx->tp, c->peer, cs->slot, cs->send_seq, iov,
-			  tag ? 3 : 2, &r->tp);
+	rc = gw_tp_isendv(ctx->tp, c->peer, cs->slot, cs->send_seq, iov, tag ? 3 : 2, &r->tp);
 	if (!rc)
 		sent_posted(ctx, cs, GW_FRAME_TENSOR, head + n * sizeof(float) + tag, r);
 	return rc;
@@ -103,15 +99,14 @@ bool gw_ctx_compresses(const struct gw_ctx *ctx, int peer, uint64_t n)
 	return codec->ops->lossy && n * sizeof(float) >= ctx->min_compress_bytes;
 }
 
-int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x,
-		 uint64_t n, unsigned flags, struct gw_ctx_req *r)
+int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, uint64_t n,
+		 unsigned flags, struct gw_ctx_req *r)
 {
 	return gw_ctx_isend_sent(ctx, peer, slot, x, n, flags, NULL, r);
 }
 
-int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
-		      const float *x, uint64_t n, unsigned flags, float *sent,
-		      struct gw_ctx_req *r)
+int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, uint64_t n,
+		      unsigned flags, float *sent, struct gw_ctx_req *r)
 {
 	const struct gw_codec *codec;
 	struct gw_rstore_entry *e = NULL;
@@ -127,8 +122,8 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 		return -EBUSY;
 	codec = &cs->c->hs.codec;
 	r->lossy = (flags & GW_CTX_LOSSY) && gw_ctx_compresses(ctx, peer, n);
-	if (!r->lossy && !sent && (flags & GW_CTX_ZEROCOPY) &&
-	    n * sizeof(float) >= GATHER_MIN && gw_tp_can_sendv(ctx->tp, 3)) {
+	if (!r->lossy && !sent && (flags & GW_CTX_ZEROCOPY) && n * sizeof(float) >= GATHER_MIN &&
+	    gw_tp_can_sendv(ctx->tp, 3)) {
 		rc = post_gathered(ctx, cs, x, n, r);
 		r->n = n;
 		return rc;
@@ -150,27 +145,25 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 			return rc;
 		if (reshaped) {
 			cs->c->st.residual_resets++;
-			ctx_log(ctx, GW_LOG_WARN, "rank %d slot %u: a tensor of %llu values "
+			ctx_log(ctx, GW_LOG_WARN,
+				"rank %d slot %u: a tensor of %llu values "
 				"replaces the residual's shape; residual re-zeroed",
 				peer, slot, (unsigned long long)n);
 		}
-		len = gw_payload_encode(codec, e->state, ctx->scratch, x, e->res.buf,
-					e->staged, n, cs->sbuf + GW_FRAME_HDR,
-					cs->scap - GW_FRAME_HDR - tag);
+		len = gw_payload_encode(codec, e->state, ctx->scratch, x, e->res.buf, e->staged, n,
+					cs->sbuf + GW_FRAME_HDR, cs->scap - GW_FRAME_HDR - tag);
 	} else {
 		len = gw_payload_encode(codec, NULL, NULL, x, NULL, NULL, n,
-					cs->sbuf + GW_FRAME_HDR,
-					cs->scap - GW_FRAME_HDR - tag);
+					cs->sbuf + GW_FRAME_HDR, cs->scap - GW_FRAME_HDR - tag);
 	}
 	if (len < 0)
 		return (int)len;
-	if (sent) {	/* what the peer will decode, from the same bytes */
+	if (sent) { /* what the peer will decode, from the same bytes */
 		rc = gw_payload_decode(cs->sbuf + GW_FRAME_HDR, (size_t)len, sent, n);
 		if (rc)
 			return rc;
 	}
-	rc = post_frame(ctx, cs, GW_FRAME_TENSOR, r->lossy ? GW_FRAME_F_LOSSY : 0,
-			(size_t)len, r);
+	rc = post_frame(ctx, cs, GW_FRAME_TENSOR, r->lossy ? GW_FRAME_F_LOSSY : 0, (size_t)len, r);
 	if (rc)
 		return rc;
 	if (e)
@@ -180,9 +173,8 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot,
 	return 0;
 }
 
-int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot,
-			const void *head, size_t hlen, const void *buf, size_t len,
-			struct gw_ctx_req *r)
+int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot, const void *head, size_t hlen,
+			const void *buf, size_t len, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
 	int rc;
@@ -209,21 +201,21 @@ int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot,
 	return rc;
 }
 
-int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot,
-		       const void *buf, size_t len, struct gw_ctx_req *r)
+int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, size_t len,
+		       struct gw_ctx_req *r)
 {
 	return gw_ctx_isend_bytes2(ctx, peer, slot, NULL, 0, buf, len, r);
 }
 
-int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
-		     const struct gw_ctx_req *from, struct gw_ctx_req *r)
+int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot, const struct gw_ctx_req *from,
+		     struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
 	struct gw_payload p;
 	int rc;
 
-	if (!from || from->dir != OP_RECV || from->kind != GW_FRAME_TENSOR ||
-	    !from->payload || gw_payload_parse(from->payload, from->payload_len, &p))
+	if (!from || from->dir != OP_RECV || from->kind != GW_FRAME_TENSOR || !from->payload ||
+	    gw_payload_parse(from->payload, from->payload_len, &p))
 		return -EINVAL;
 	rc = ctx_req_begin(ctx, peer, slot, from->payload, p.n, r, &cs);
 	if (rc)
@@ -233,26 +225,24 @@ int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot,
 	if (cs->sbusy)
 		return -EBUSY;
 	rc = ctx_buf_reserve(ctx, &cs->sbuf, &cs->scap, &cs->smr,
-			 gw_frame_bound(from->payload_len, cs->c->hs.mac));
+			     gw_frame_bound(from->payload_len, cs->c->hs.mac));
 	if (rc)
 		return rc;
 	memcpy(cs->sbuf + GW_FRAME_HDR, from->payload, from->payload_len);
-	rc = post_frame(ctx, cs, GW_FRAME_TENSOR,
-			p.id != GW_CODEC_NONE ? GW_FRAME_F_LOSSY : 0,
+	rc = post_frame(ctx, cs, GW_FRAME_TENSOR, p.id != GW_CODEC_NONE ? GW_FRAME_F_LOSSY : 0,
 			from->payload_len, r);
 	r->n = p.n;
 	return rc;
 }
 
-ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags,
-		    uint32_t slot, uint32_t seq, const void *body, size_t len,
-		    uint8_t *out, size_t cap)
+ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags, uint32_t slot,
+		    uint32_t seq, const void *body, size_t len, uint8_t *out, size_t cap)
 {
 	struct gw_frame_hdr h = { kind, flags, slot, seq, len };
 	struct conn *c;
 
-	if (peer < 0 || peer >= ctx->size || peer == ctx->rank ||
-	    cap < GW_FRAME_HDR || cap - GW_FRAME_HDR < len)
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || cap < GW_FRAME_HDR ||
+	    cap - GW_FRAME_HDR < len)
 		return -EINVAL;
 	c = &ctx->conns[peer];
 	memmove(out + GW_FRAME_HDR, body, len);

@@ -144,9 +144,9 @@ static void format_addr(struct gw_tp *tp)
 static int open_cq(struct gw_tp *tp)
 {
 	struct fi_cq_attr attr = {
-	    .format = FI_CQ_FORMAT_TAGGED,
-	    .wait_obj = FI_WAIT_FD,
-	    .size = 0,
+		.format = FI_CQ_FORMAT_TAGGED,
+		.wait_obj = FI_WAIT_FD,
+		.size = 0,
 	};
 	int ret;
 
@@ -163,8 +163,8 @@ static int open_cq(struct gw_tp *tp)
 
 int tp_fabric_open(struct gw_tp *tp)
 {
-	static const char *const defaults[] = {"verbs;ofi_rxm", "net", "tcp;ofi_rxm"};
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	static const char *const defaults[] = { "verbs;ofi_rxm", "net", "tcp;ofi_rxm" };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	int ret = -ENODATA;
 
 	if (tp->cfg.provider) {

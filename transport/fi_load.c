@@ -48,8 +48,7 @@ struct sigsave {
 static void sig_save(struct sigsave *s)
 {
 	for (int i = 1; i < NSIG; i++)
-		s->ok[i] = i != SIGKILL && i != SIGSTOP &&
-			   !sigaction(i, NULL, &s->act[i]);
+		s->ok[i] = i != SIGKILL && i != SIGSTOP && !sigaction(i, NULL, &s->act[i]);
 }
 
 /* Put back every disposition that changed since sig_save(). */
@@ -73,15 +72,15 @@ static int sig_restore(const struct sigsave *s)
 
 static struct {
 	pthread_once_t once;
-	int (*getinfo)(uint32_t, const char *, const char *, uint64_t,
-		       const struct fi_info *, struct fi_info **);
+	int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *,
+		       struct fi_info **);
 	void (*freeinfo)(struct fi_info *);
 	struct fi_info *(*dupinfo)(const struct fi_info *);
 	int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
 	const char *(*strerror)(int);
-	int restored;		/* dispositions the load changed and we put back */
-	atomic_int held;	/* fi_info lists handed to us and not yet freed */
-	char why[256];		/* the load failed: dlerror() */
+	int restored;	 /* dispositions the load changed and we put back */
+	atomic_int held; /* fi_info lists handed to us and not yet freed */
+	char why[256];	 /* the load failed: dlerror() */
 } fi = { .once = PTHREAD_ONCE_INIT };
 
 static void *sym(void *h, const char *name, const char *ver)
@@ -108,10 +107,11 @@ static void load(void)
 	fi.dupinfo = sym(h, "fi_dupinfo", GW_FI_VER_DUPINFO);
 	fi.fabric = sym(h, "fi_fabric", GW_FI_VER_FABRIC);
 	fi.strerror = sym(h, "fi_strerror", GW_FI_VER_STRERROR);
-	if (!fi.getinfo || !fi.freeinfo || !fi.dupinfo || !fi.fabric ||
-	    !fi.strerror) {
-		snprintf(fi.why, sizeof(fi.why), "%s lacks a function gradwire "
-			 "needs", GW_FI_LIBRARY);
+	if (!fi.getinfo || !fi.freeinfo || !fi.dupinfo || !fi.fabric || !fi.strerror) {
+		snprintf(fi.why, sizeof(fi.why),
+			 "%s lacks a function gradwire "
+			 "needs",
+			 GW_FI_LIBRARY);
 		fi.getinfo = NULL;
 	}
 }
@@ -137,8 +137,8 @@ int gw_fi_info_held(void)
 	return atomic_load(&fi.held);
 }
 
-int fi_getinfo(uint32_t version, const char *node, const char *service,
-	       uint64_t flags, const struct fi_info *hints, struct fi_info **info)
+int fi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+	       const struct fi_info *hints, struct fi_info **info)
 {
 	struct sigsave s;
 	int rc;
@@ -170,8 +170,7 @@ struct fi_info *fi_dupinfo(const struct fi_info *info)
 	return d;
 }
 
-int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
-	      void *context)
+int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
 {
 	struct sigsave s;
 	int rc;

@@ -12,29 +12,42 @@
 #include <string.h>
 #include "frame.h"
 
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
 
 size_t gw_frame_bound(size_t body_len, enum gw_mac_alg alg)
 {
 	return GW_FRAME_HDR + body_len + gw_mac_tag_len(alg);
 }
 
-int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
-			const struct gw_frame_hdr *h, uint8_t *head,
-			size_t head_len, const void *tail, uint8_t *tag)
+int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_frame_hdr *h,
+			uint8_t *head, size_t head_len, const void *tail, uint8_t *tag)
 {
 	size_t tail_len = GW_FRAME_HDR + h->len - head_len;
 	struct iovec iov[2] = { { head, head_len }, { (void *)(uintptr_t)tail, tail_len } };
 
-	if ((alg != GW_MAC_NONE) != (m != NULL) ||
-	    (alg != GW_MAC_NONE && !gw_mac_tag_len(alg)))
+	if ((alg != GW_MAC_NONE) != (m != NULL) || (alg != GW_MAC_NONE && !gw_mac_tag_len(alg)))
 		return -EINVAL;
-	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) ||
-	    head_len < GW_FRAME_HDR || head_len - GW_FRAME_HDR > h->len ||
-	    (tail_len && !tail))
+	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) || head_len < GW_FRAME_HDR ||
+	    head_len - GW_FRAME_HDR > h->len || (tail_len && !tail))
 		return -EINVAL;
 	put32(head, GW_FRAME_MAGIC);
 	head[4] = GW_FRAME_VERSION;
@@ -48,8 +61,8 @@ int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
 	return m ? gw_mac_sign(m, h->seq, h->slot, iov, tail_len ? 2 : 1, tag) : 0;
 }
 
-ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
-		      const struct gw_frame_hdr *h, uint8_t *frame, size_t cap)
+ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_frame_hdr *h,
+		      uint8_t *frame, size_t cap)
 {
 	size_t tag = gw_mac_tag_len(alg);
 	int rc;
@@ -61,9 +74,9 @@ ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
 	return rc ? rc : (ssize_t)(GW_FRAME_HDR + h->len + tag);
 }
 
-int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
-		  size_t len, uint32_t want_slot, uint64_t want_seq,
-		  struct gw_frame_hdr *h, const uint8_t **body)
+int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame, size_t len,
+		  uint32_t want_slot, uint64_t want_seq, struct gw_frame_hdr *h,
+		  const uint8_t **body)
 {
 	size_t tag = gw_mac_tag_len(alg);
 	struct iovec iov;
@@ -89,9 +102,9 @@ int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
 	h->slot = get32(frame + 8);
 	h->seq = get64(frame + 16);
 	h->len = get64(frame + 24);
-	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) ||
-	    frame[6] != (uint8_t)alg || (h->flags & ~GW_FRAME_F_LOSSY) ||
-	    get32(frame + 12) != 0 || h->len != len - GW_FRAME_HDR - tag)
+	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) || frame[6] != (uint8_t)alg ||
+	    (h->flags & ~GW_FRAME_F_LOSSY) || get32(frame + 12) != 0 ||
+	    h->len != len - GW_FRAME_HDR - tag)
 		return -EBADMSG;
 	if (h->slot != want_slot || h->seq != want_seq)
 		return -EPROTO;

@@ -27,7 +27,7 @@
 #include <sys/types.h>
 #include "mac.h"
 
-#define GW_FRAME_MAGIC 0x31465747u	/* "GWF1" little-endian */
+#define GW_FRAME_MAGIC 0x31465747u /* "GWF1" little-endian */
 #define GW_FRAME_VERSION 1
 #define GW_FRAME_HDR 32
 
@@ -43,7 +43,7 @@ struct gw_frame_hdr {
 	uint8_t flags;
 	uint32_t slot;
 	uint64_t seq;
-	uint64_t len;	/* body bytes */
+	uint64_t len; /* body bytes */
 };
 
 /** gw_frame_bound() - frame bytes for a body of body_len under alg. */
@@ -55,8 +55,8 @@ size_t gw_frame_bound(size_t body_len, enum gw_mac_alg alg);
  * @m: the sending direction's MAC, or NULL when alg is GW_MAC_NONE.
  * Return: total frame bytes, -ENOSPC, -EINVAL, -EIO.
  */
-ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
-		      const struct gw_frame_hdr *h, uint8_t *frame, size_t cap);
+ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_frame_hdr *h,
+		      uint8_t *frame, size_t cap);
 
 /**
  * gw_frame_seal_split() - gw_frame_seal() of a frame kept in two pieces:
@@ -65,9 +65,8 @@ ssize_t gw_frame_seal(struct gw_mac *m, enum gw_mac_alg alg,
  * tag goes to tag. The frame on the wire is head, tail, tag (a gathered
  * send, so a large body is never copied). Return: 0, -EINVAL, -EIO.
  */
-int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
-			const struct gw_frame_hdr *h, uint8_t *head,
-			size_t head_len, const void *tail, uint8_t *tag);
+int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_frame_hdr *h,
+			uint8_t *head, size_t head_len, const void *tail, uint8_t *tag);
 
 /**
  * gw_frame_open() - authenticate and parse a hostile frame of len bytes.
@@ -82,8 +81,8 @@ int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg,
  * bad field); -EPROTO (with the MAC off: wrong slot or sequence number);
  * -EPROTONOSUPPORT (version).
  */
-int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame,
-		  size_t len, uint32_t want_slot, uint64_t want_seq,
-		  struct gw_frame_hdr *h, const uint8_t **body);
+int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame, size_t len,
+		  uint32_t want_slot, uint64_t want_seq, struct gw_frame_hdr *h,
+		  const uint8_t **body);
 
 #endif

@@ -41,22 +41,46 @@
 #include <openssl/evp.h>
 #include "handshake.h"
 
-#define HELLO_MAGIC 0x31485747u		/* "GWH1" */
-#define FINISHED_MAGIC 0x4e465747u	/* "GWFN" */
+#define HELLO_MAGIC 0x31485747u	   /* "GWH1" */
+#define FINISHED_MAGIC 0x4e465747u /* "GWFN" */
 
-static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static void put16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+static uint16_t get16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+}
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
 
 ssize_t gw_hs_hello_build(const struct gw_hs_hello *h, uint8_t *buf, size_t cap)
 {
 	size_t o = 60;
 
-	if (h->ncodecs < 1 || h->ncodecs > GW_HS_MAX_CODECS ||
-	    h->nalgs > GW_HS_MAX_ALGS || h->mac_mode > GW_MAC_REQUIRED)
+	if (h->ncodecs < 1 || h->ncodecs > GW_HS_MAX_CODECS || h->nalgs > GW_HS_MAX_ALGS ||
+	    h->mac_mode > GW_MAC_REQUIRED)
 		return -EINVAL;
 	if (cap < GW_HS_HELLO_MAX)
 		return -ENOSPC;
@@ -103,8 +127,7 @@ ssize_t gw_hs_hello_build(const struct gw_hs_hello *h, uint8_t *buf, size_t cap)
 static bool agree_name_ok(const char *s, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-		      s[i] == '_'))
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
 			return false;
 	return len > 0;
 }
@@ -128,8 +151,8 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
 	h->nalgs = buf[25];
 	ncodecs = buf[26];
 	if ((h->flags & ~GW_HS_F_KNOWN) || h->mac_mode > GW_MAC_REQUIRED ||
-	    h->nalgs > GW_HS_MAX_ALGS || ncodecs < 1 ||
-	    ncodecs > GW_HS_MAX_CODECS || buf[27] || h->rank >= h->size)
+	    h->nalgs > GW_HS_MAX_ALGS || ncodecs < 1 || ncodecs > GW_HS_MAX_CODECS || buf[27] ||
+	    h->rank >= h->size)
 		return -EBADMSG;
 	memcpy(h->nonce, buf + 28, GW_HS_NONCE);
 	if (len - o < h->nalgs)
@@ -150,14 +173,13 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
 		spec[sl] = '\0';
 		if (memchr(spec, '\0', sl))
 			return -EBADMSG;
-		lo += (size_t)snprintf(h->list + lo, sizeof(h->list) - lo, "%s%s",
-				       i ? " " : "", spec);
+		lo += (size_t)snprintf(h->list + lo, sizeof(h->list) - lo, "%s%s", i ? " " : "",
+				       spec);
 		ops = gw_codec_find_id(buf[o]);
-		if (ops) {	/* a codec this build does not know is skipped */
+		if (ops) { /* a codec this build does not know is skipped */
 			struct gw_codec *c = &h->codecs[h->ncodecs];
 
-			if (gw_codec_parse(spec, c, err, sizeof(err)) ||
-			    c->ops->id != buf[o])
+			if (gw_codec_parse(spec, c, err, sizeof(err)) || c->ops->id != buf[o])
 				return -EBADMSG;
 			for (int j = 0; j < h->ncodecs; j++)
 				if (h->codecs[j].ops->id == c->ops->id)
@@ -192,21 +214,19 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
 
 static const char *const mode_names[] = { "off", "optional", "required" };
 
-static int digest(const uint8_t *a, size_t al, const uint8_t *b, size_t bl,
-		  uint8_t out[32])
+static int digest(const uint8_t *a, size_t al, const uint8_t *b, size_t bl, uint8_t out[32])
 {
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
-	int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) &&
-		 EVP_DigestUpdate(c, a, al) && EVP_DigestUpdate(c, b, bl) &&
-		 EVP_DigestFinal_ex(c, out, NULL);
+	int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) && EVP_DigestUpdate(c, a, al) &&
+		 EVP_DigestUpdate(c, b, bl) && EVP_DigestFinal_ex(c, out, NULL);
 
 	EVP_MD_CTX_free(c);
 	return ok ? 0 : -EIO;
 }
 
 /* HKDF with info = label || u32 a [|| u32 b] || transcript. */
-static int derive(const uint8_t *psk, const uint8_t *salt, const char *label,
-		  uint32_t a, int64_t b, const uint8_t *transcript, uint8_t *out)
+static int derive(const uint8_t *psk, const uint8_t *salt, const char *label, uint32_t a, int64_t b,
+		  const uint8_t *transcript, uint8_t *out)
 {
 	uint8_t info[64];
 	size_t l = strlen(label), o;
@@ -219,12 +239,11 @@ static int derive(const uint8_t *psk, const uint8_t *salt, const char *label,
 		o += 4;
 	}
 	memcpy(info + o, transcript, 32);
-	return gw_hkdf(psk, GW_MAC_KEY_LEN, salt, 2 * GW_HS_NONCE, info, o + 32,
-		       out, GW_MAC_KEY_LEN);
+	return gw_hkdf(psk, GW_MAC_KEY_LEN, salt, 2 * GW_HS_NONCE, info, o + 32, out,
+		       GW_MAC_KEY_LEN);
 }
 
-static const struct gw_hs_agree *find_agree(const struct gw_hs_hello *h,
-					    const char *name)
+static const struct gw_hs_agree *find_agree(const struct gw_hs_hello *h, const char *name)
 {
 	for (int i = 0; i < h->nagree; i++)
 		if (!strcmp(h->agree[i].name, name))
@@ -233,24 +252,26 @@ static const struct gw_hs_agree *find_agree(const struct gw_hs_hello *h,
 }
 
 /* Every value either side must share: the first difference, in err. */
-static int check_agree(const struct gw_hs_hello *a, const struct gw_hs_hello *b,
-		       char *err, size_t errlen)
+static int check_agree(const struct gw_hs_hello *a, const struct gw_hs_hello *b, char *err,
+		       size_t errlen)
 {
 	for (int i = 0; i < a->nagree; i++) {
 		const struct gw_hs_agree *x = &a->agree[i], *y = find_agree(b, x->name);
 
 		if (!y) {
-			snprintf(err, errlen, "%s: rank %u sets %llu, rank %u does "
-				 "not know it (a different gradwire build)", x->name,
-				 a->rank, (unsigned long long)x->value, b->rank);
+			snprintf(err, errlen,
+				 "%s: rank %u sets %llu, rank %u does "
+				 "not know it (a different gradwire build)",
+				 x->name, a->rank, (unsigned long long)x->value, b->rank);
 			return -EINVAL;
 		}
 		if (x->value != y->value) {
 			const struct gw_hs_agree *lo = a->rank < b->rank ? x : y;
 
-			snprintf(err, errlen, "%s differs: rank %u has %llu, rank %u "
-				 "has %llu (every rank must set the same)", x->name,
-				 a->rank < b->rank ? a->rank : b->rank,
+			snprintf(err, errlen,
+				 "%s differs: rank %u has %llu, rank %u "
+				 "has %llu (every rank must set the same)",
+				 x->name, a->rank < b->rank ? a->rank : b->rank,
 				 (unsigned long long)lo->value,
 				 a->rank < b->rank ? b->rank : a->rank,
 				 (unsigned long long)(lo == x ? y : x)->value);
@@ -266,9 +287,8 @@ static int has_alg(const struct gw_hs_hello *h, uint8_t alg)
 }
 
 int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_len,
-		 const struct gw_hs_hello *peer, const uint8_t *peer_raw,
-		 size_t peer_len, const uint8_t *psk, struct gw_hs_result *r,
-		 char *err, size_t errlen)
+		 const struct gw_hs_hello *peer, const uint8_t *peer_raw, size_t peer_len,
+		 const uint8_t *psk, struct gw_hs_result *r, char *err, size_t errlen)
 {
 	const struct gw_hs_hello *lo = me->rank < peer->rank ? me : peer;
 	const struct gw_hs_hello *hi = lo == me ? peer : me;
@@ -279,21 +299,25 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 	memset(r, 0, sizeof(*r));
 	r->peer_rank = peer->rank;
 	if (peer->version != me->version) {
-		snprintf(err, errlen, "protocol version skew: rank %u speaks %u, "
-			 "rank %u speaks %u", me->rank, me->version, peer->rank,
-			 peer->version);
+		snprintf(err, errlen,
+			 "protocol version skew: rank %u speaks %u, "
+			 "rank %u speaks %u",
+			 me->rank, me->version, peer->rank, peer->version);
 		return -EPROTONOSUPPORT;
 	}
 	if (peer->size != me->size || peer->rank == me->rank) {
-		snprintf(err, errlen, "rank %u (world size %u) met rank %u "
-			 "(world size %u): not the same job", me->rank, me->size,
-			 peer->rank, peer->size);
+		snprintf(err, errlen,
+			 "rank %u (world size %u) met rank %u "
+			 "(world size %u): not the same job",
+			 me->rank, me->size, peer->rank, peer->size);
 		return -EINVAL;
 	}
 	if (!(me->flags & GW_HS_F_LOCAL) != !(peer->flags & GW_HS_F_LOCAL) ||
 	    !(me->flags & GW_HS_F_LOCAL) != (me->host_id != peer->host_id)) {
-		snprintf(err, errlen, "ranks %u and %u disagree on whether they "
-			 "share a host", me->rank, peer->rank);
+		snprintf(err, errlen,
+			 "ranks %u and %u disagree on whether they "
+			 "share a host",
+			 me->rank, peer->rank);
 		return -EINVAL;
 	}
 
@@ -312,12 +336,11 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 				r->codec = lo->codecs[i];
 	if (!r->codec.ops) {
 		if (!(lo->flags & hi->flags & GW_HS_F_FALLBACK)) {
-			snprintf(err, errlen, "no common codec: rank %u offers [%s]"
+			snprintf(err, errlen,
+				 "no common codec: rank %u offers [%s]"
 				 " (fallback %s), rank %u offers [%s] (fallback %s)",
-				 lo->rank, lo->list,
-				 lo->flags & GW_HS_F_FALLBACK ? "on" : "off",
-				 hi->rank, hi->list,
-				 hi->flags & GW_HS_F_FALLBACK ? "on" : "off");
+				 lo->rank, lo->list, lo->flags & GW_HS_F_FALLBACK ? "on" : "off",
+				 hi->rank, hi->list, hi->flags & GW_HS_F_FALLBACK ? "on" : "off");
 			return -ENOPROTOOPT;
 		}
 		gw_codec_init(&r->codec, gw_codec_find("none"));
@@ -332,14 +355,15 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 			if (gw_mac_tag_len(lo->algs[i]) && has_alg(hi, lo->algs[i]))
 				r->mac = lo->algs[i];
 		if (!r->mac) {
-			snprintf(err, errlen, "no common MAC algorithm between rank"
-				 " %u and rank %u", me->rank, peer->rank);
+			snprintf(err, errlen,
+				 "no common MAC algorithm between rank"
+				 " %u and rank %u",
+				 me->rank, peer->rank);
 			return -EACCES;
 		}
 	} else if (me->mac_mode == GW_MAC_REQUIRED || peer->mac_mode == GW_MAC_REQUIRED) {
-		snprintf(err, errlen, "MAC: rank %u has it %s%s, rank %u has it %s%s",
-			 me->rank, mode_names[me->mac_mode],
-			 me->flags & GW_HS_F_HAS_KEY ? "" : " (no key)",
+		snprintf(err, errlen, "MAC: rank %u has it %s%s, rank %u has it %s%s", me->rank,
+			 mode_names[me->mac_mode], me->flags & GW_HS_F_HAS_KEY ? "" : " (no key)",
 			 peer->rank, mode_names[peer->mac_mode],
 			 peer->flags & GW_HS_F_HAS_KEY ? "" : " (no key)");
 		return -EACCES;
@@ -352,22 +376,19 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 		return rc;
 	memcpy(salt, lo->nonce, GW_HS_NONCE);
 	memcpy(salt + GW_HS_NONCE, hi->nonce, GW_HS_NONCE);
-	if (derive(psk, salt, "gradwire v1 data", me->rank, peer->rank,
-		   r->transcript, r->key_send) ||
-	    derive(psk, salt, "gradwire v1 data", peer->rank, me->rank,
-		   r->transcript, r->key_recv) ||
-	    derive(psk, salt, "gradwire v1 finished", me->rank, -1,
-		   r->transcript, r->fin_mine) ||
-	    derive(psk, salt, "gradwire v1 finished", peer->rank, -1,
-		   r->transcript, r->fin_peer))
+	if (derive(psk, salt, "gradwire v1 data", me->rank, peer->rank, r->transcript,
+		   r->key_send) ||
+	    derive(psk, salt, "gradwire v1 data", peer->rank, me->rank, r->transcript,
+		   r->key_recv) ||
+	    derive(psk, salt, "gradwire v1 finished", me->rank, -1, r->transcript, r->fin_mine) ||
+	    derive(psk, salt, "gradwire v1 finished", peer->rank, -1, r->transcript, r->fin_peer))
 		return -EIO;
 	OPENSSL_cleanse(salt, sizeof(salt));
 	return 0;
 }
 
 /* What a FINISHED proves: HMAC(key, transcript), or the transcript. */
-static int verify_data(const struct gw_hs_result *r, const uint8_t *key,
-		       uint8_t out[32])
+static int verify_data(const struct gw_hs_result *r, const uint8_t *key, uint8_t out[32])
 {
 	struct iovec iov = { (void *)r->transcript, 32 };
 	struct gw_mac *m;
@@ -385,8 +406,8 @@ static int verify_data(const struct gw_hs_result *r, const uint8_t *key,
 	return rc;
 }
 
-ssize_t gw_hs_finished_build(const struct gw_hs_result *r, int status,
-			     const char *msg, uint8_t *buf, size_t cap)
+ssize_t gw_hs_finished_build(const struct gw_hs_result *r, int status, const char *msg,
+			     uint8_t *buf, size_t cap)
 {
 	size_t ml = r ? 0 : strnlen(msg ? msg : "", 255);
 	int rc;
@@ -408,37 +429,36 @@ ssize_t gw_hs_finished_build(const struct gw_hs_result *r, int status,
 	return (ssize_t)(42 + ml);
 }
 
-int gw_hs_finished_check(const struct gw_hs_result *r, const uint8_t *buf,
-			 size_t len, char *err, size_t errlen)
+int gw_hs_finished_check(const struct gw_hs_result *r, const uint8_t *buf, size_t len, char *err,
+			 size_t errlen)
 {
 	uint8_t want[32];
 	int16_t status;
 	size_t ml;
 	int rc;
 
-	if (!buf || len < 42 || get32(buf) != FINISHED_MAGIC ||
-	    get16(buf + 4) != GW_HS_VERSION)
+	if (!buf || len < 42 || get32(buf) != FINISHED_MAGIC || get16(buf + 4) != GW_HS_VERSION)
 		return -EBADMSG;
 	status = (int16_t)get16(buf + 6);
 	ml = get16(buf + 40);
 	if (status > 0 || len != 42 + ml || ml > 255 || (!status && ml))
 		return -EBADMSG;
 	if (status) {
-		for (size_t i = 0; i < ml; i++)	/* printable text only */
+		for (size_t i = 0; i < ml; i++) /* printable text only */
 			if (buf[42 + i] < 0x20 || buf[42 + i] > 0x7e)
 				return -EBADMSG;
-		snprintf(err, errlen, "rank %u refused: %.*s", r->peer_rank,
-			 (int)ml, (const char *)buf + 42);
+		snprintf(err, errlen, "rank %u refused: %.*s", r->peer_rank, (int)ml,
+			 (const char *)buf + 42);
 		return -ECONNREFUSED;
 	}
 	rc = verify_data(r, r->fin_peer, want);
 	if (rc)
 		return rc;
 	if (CRYPTO_memcmp(want, buf + 8, 32)) {
-		snprintf(err, errlen, "rank %u's FINISHED does not verify: %s",
-			 r->peer_rank, r->mac ? "the two ranks hold different keys "
-			 "(GRADWIRE_MAC_KEY_FILE) or saw different HELLOs"
-			 : "the two ranks saw different HELLOs");
+		snprintf(err, errlen, "rank %u's FINISHED does not verify: %s", r->peer_rank,
+			 r->mac ? "the two ranks hold different keys "
+				  "(GRADWIRE_MAC_KEY_FILE) or saw different HELLOs"
+				: "the two ranks saw different HELLOs");
 		return -EKEYREJECTED;
 	}
 	return 0;

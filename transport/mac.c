@@ -47,8 +47,7 @@ static const char *const alg_names[] = {
 
 const char *gw_mac_alg_name(enum gw_mac_alg alg)
 {
-	return (unsigned)alg < sizeof(alg_names) / sizeof(alg_names[0]) ?
-		       alg_names[alg] : "?";
+	return (unsigned)alg < sizeof(alg_names) / sizeof(alg_names[0]) ? alg_names[alg] : "?";
 }
 
 int gw_mac_alg_parse(const char *name, enum gw_mac_alg *alg)
@@ -80,7 +79,7 @@ int gw_mac_alg_list_parse(const char *list, uint8_t *algs, int max)
 		algs[n++] = (uint8_t)a;
 		s += l;
 		if (*s == ',' && !*++s)
-			return -EINVAL;	/* a trailing comma */
+			return -EINVAL; /* a trailing comma */
 	}
 	return n ? n : -EINVAL;
 }
@@ -104,20 +103,17 @@ static int mac_begin(struct gw_mac *m, uint64_t seq, uint32_t slot, int first)
 			*p++ = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_CIPHER,
 								(char *)"AES-256-GCM", 0);
 		memcpy(iv, le, sizeof(iv));
-		*p++ = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_IV, iv,
-							 sizeof(iv));
+		*p++ = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_IV, iv, sizeof(iv));
 	}
 	*p = OSSL_PARAM_construct_end();
-	if (!EVP_MAC_init(m->ctx, first ? m->key : NULL, first ? sizeof(m->key) : 0,
-			  params))
+	if (!EVP_MAC_init(m->ctx, first ? m->key : NULL, first ? sizeof(m->key) : 0, params))
 		return -EIO;
 	if (!EVP_MAC_update(m->ctx, le, sizeof(le)))
 		return -EIO;
 	return 0;
 }
 
-int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN],
-		  struct gw_mac **out)
+int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN], struct gw_mac **out)
 {
 	struct gw_mac *m;
 	int rc = -EIO;
@@ -135,7 +131,7 @@ int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN],
 	m->ctx = EVP_MAC_CTX_new(m->mac);
 	if (!m->ctx)
 		goto err_free;
-	rc = mac_begin(m, 0, 0, 1);	/* key once; proves the algorithm works */
+	rc = mac_begin(m, 0, 0, 1); /* key once; proves the algorithm works */
 	if (rc)
 		goto err_free;
 	*out = m;
@@ -154,8 +150,8 @@ void gw_mac_destroy(struct gw_mac *m)
 	OPENSSL_clear_free(m, sizeof(*m));
 }
 
-static int compute(struct gw_mac *m, uint64_t seq, uint32_t slot,
-		   const struct iovec *iov, int n, uint8_t *tag)
+static int compute(struct gw_mac *m, uint64_t seq, uint32_t slot, const struct iovec *iov, int n,
+		   uint8_t *tag)
 {
 	size_t len = 0, want = gw_mac_tag_len(m->alg);
 	int rc = mac_begin(m, seq, slot, 0);
@@ -163,22 +159,21 @@ static int compute(struct gw_mac *m, uint64_t seq, uint32_t slot,
 	if (rc)
 		return rc;
 	for (int i = 0; i < n; i++)
-		if (iov[i].iov_len && !EVP_MAC_update(m->ctx, iov[i].iov_base,
-						      iov[i].iov_len))
+		if (iov[i].iov_len && !EVP_MAC_update(m->ctx, iov[i].iov_base, iov[i].iov_len))
 			return -EIO;
 	if (!EVP_MAC_final(m->ctx, tag, &len, GW_MAC_TAG_MAX) || len != want)
 		return -EIO;
 	return 0;
 }
 
-int gw_mac_sign(struct gw_mac *m, uint64_t seq, uint32_t slot,
-		const struct iovec *iov, int n, uint8_t *tag)
+int gw_mac_sign(struct gw_mac *m, uint64_t seq, uint32_t slot, const struct iovec *iov, int n,
+		uint8_t *tag)
 {
 	return compute(m, seq, slot, iov, n, tag);
 }
 
-int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot,
-		  const struct iovec *iov, int n, const uint8_t *tag)
+int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot, const struct iovec *iov, int n,
+		  const uint8_t *tag)
 {
 	uint8_t want[GW_MAC_TAG_MAX];
 	int rc = compute(m, seq, slot, iov, n, want);
@@ -190,9 +185,8 @@ int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot,
 	return rc;
 }
 
-int gw_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt,
-	    size_t salt_len, const void *info, size_t info_len, uint8_t *out,
-	    size_t out_len)
+int gw_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt_len,
+	    const void *info, size_t info_len, uint8_t *out, size_t out_len)
 {
 	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
 	EVP_KDF_CTX *ctx = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
@@ -203,9 +197,9 @@ int gw_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt,
 		goto out;
 	*p++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
 	*p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)ikm, ikm_len);
-	if (salt_len)	/* absent salt: RFC 5869's string of zeros */
-		*p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT,
-							 (void *)salt, salt_len);
+	if (salt_len) /* absent salt: RFC 5869's string of zeros */
+		*p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt,
+							 salt_len);
 	*p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, info_len);
 	*p = OSSL_PARAM_construct_end();
 	if (EVP_KDF_derive(ctx, out, out_len, params) == 1)
@@ -243,8 +237,7 @@ int gw_key_file_load(const char *path, uint8_t key[GW_MAC_KEY_LEN])
 	rc = -EINVAL;
 	if (len < 16 || len > 4096)
 		goto out;
-	rc = gw_hkdf(buf, (size_t)len, NULL, 0, "gradwire psk v1", 15, key,
-		     GW_MAC_KEY_LEN);
+	rc = gw_hkdf(buf, (size_t)len, NULL, 0, "gradwire psk v1", 15, key, GW_MAC_KEY_LEN);
 out:
 	OPENSSL_cleanse(buf, sizeof(buf));
 	close(fd);

@@ -51,30 +51,28 @@ int gw_mac_alg_list_parse(const char *list, uint8_t *algs, int max);
  * gw_mac_create() - a MAC context for one direction of one session.
  * Return: 0, -EINVAL (alg), -ENOMEM, -EIO (OpenSSL refused).
  */
-int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN],
-		  struct gw_mac **out);
+int gw_mac_create(enum gw_mac_alg alg, const uint8_t key[GW_MAC_KEY_LEN], struct gw_mac **out);
 void gw_mac_destroy(struct gw_mac *m);
 
 /**
  * gw_mac_sign() - tag over (seq u64, slot u32, iov[0..n)) into tag
  * (gw_mac_tag_len bytes). (seq, slot) must never repeat under one key.
  */
-int gw_mac_sign(struct gw_mac *m, uint64_t seq, uint32_t slot,
-		const struct iovec *iov, int n, uint8_t *tag);
+int gw_mac_sign(struct gw_mac *m, uint64_t seq, uint32_t slot, const struct iovec *iov, int n,
+		uint8_t *tag);
 /**
  * gw_mac_verify() - recompute and compare in constant time.
  * Return: 0 when the tag matches, -EBADMSG when it does not, -EIO.
  */
-int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot,
-		  const struct iovec *iov, int n, const uint8_t *tag);
+int gw_mac_verify(struct gw_mac *m, uint64_t seq, uint32_t slot, const struct iovec *iov, int n,
+		  const uint8_t *tag);
 
 /**
  * gw_hkdf() - HKDF-SHA256 (RFC 5869) extract-and-expand.
  * Return: 0 or -EIO.
  */
-int gw_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt,
-	    size_t salt_len, const void *info, size_t info_len, uint8_t *out,
-	    size_t out_len);
+int gw_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt_len,
+	    const void *info, size_t info_len, uint8_t *out, size_t out_len);
 
 /**
  * gw_key_file_load() - read a pre-shared key from path.

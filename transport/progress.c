@@ -33,10 +33,10 @@
 #define GW_TP_INTERNAL
 #include "transport.h"
 
-#define TP_BATCH    16
-#define TP_DRAIN_MS 500 /* how long a cancelled op may take to drain */
-#define TP_SPIN_US  200 /* yielding poll while the endpoint is hot */
-#define TP_SLEEP_MS 2	/* longest sleep in fi_cq_sread() (manual progress) */
+#define TP_BATCH 16
+#define TP_DRAIN_MS 500	     /* how long a cancelled op may take to drain */
+#define TP_SPIN_US 200	     /* yielding poll while the endpoint is hot */
+#define TP_SLEEP_MS 2	     /* longest sleep in fi_cq_sread() (manual progress) */
 #define TP_AUTO_SLEEP_MS 100 /* the same with a provider that progresses itself */
 
 int64_t gw_now_ms(void)
@@ -50,7 +50,7 @@ int64_t gw_now_ms(void)
 /* Back off a little more each call: 4 yields, then 16 us doubling to 1 ms. */
 void gw_backoff(unsigned *step)
 {
-	struct timespec ts = {0, 0};
+	struct timespec ts = { 0, 0 };
 	unsigned s = (*step)++;
 
 	if (s < 4) {
@@ -228,14 +228,13 @@ static int64_t now_us(void)
  * Wait up to left ms for something to complete.
  *
  * An auto-progress provider sleeps in fi_cq_sread() at once (see the top
- * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large message is
- * many: SAR segments, rendezvous steps) and its wait object does not always
- * fire again for the next step, so a waiter that only sleeps in
- * fi_cq_sread() crawls (64 MiB took 3.7 s here, 0.9 s when polled). Hence
- * a short, yielding poll while the endpoint is "hot" (something was posted
- * or completed, or the wait object just fired), and a sleep in
- * fi_cq_sread() of at most TP_SLEEP_MS once it has gone quiet: an idle
- * waiter uses no CPU, a busy one gives the core away at every poll.
+ * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large
+ * message is many: SAR segments, rendezvous steps) and its wait object does not always fire again
+ * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (64 MiB took 3.7 s here,
+ * 0.9 s when polled). Hence a short, yielding poll while the endpoint is "hot" (something was
+ * posted or completed, or the wait object just fired), and a sleep in fi_cq_sread() of at most
+ * TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the core away at
+ * every poll.
  */
 static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 {
@@ -412,9 +411,8 @@ bool gw_tp_can_recvv(const struct gw_tp *tp, size_t iovcnt)
 }
 
 /* A send gathered from, or a receive scattered into, iov[0..iovcnt). */
-static int post_iov(struct gw_tp *tp, enum tp_op_dir dir, int peer, uint32_t slot,
-		    uint32_t seq, const struct iovec *iov, size_t iovcnt,
-		    struct gw_tp_req *req)
+static int post_iov(struct gw_tp *tp, enum tp_op_dir dir, int peer, uint32_t slot, uint32_t seq,
+		    const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
 {
 	size_t len = 0;
 
@@ -426,18 +424,18 @@ static int post_iov(struct gw_tp *tp, enum tp_op_dir dir, int peer, uint32_t slo
 	}
 	for (size_t i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
-	return post(tp, dir, GW_TP_KIND_DATA, peer, slot, seq, iov[0].iov_base, len, iov,
-		    iovcnt, req);
+	return post(tp, dir, GW_TP_KIND_DATA, peer, slot, seq, iov[0].iov_base, len, iov, iovcnt,
+		    req);
 }
 
-int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
+int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const struct iovec *iov,
+		 size_t iovcnt, struct gw_tp_req *req)
 {
 	return post_iov(tp, OP_SEND, peer, slot, seq, iov, iovcnt, req);
 }
 
-int gw_tp_irecvv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req)
+int gw_tp_irecvv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const struct iovec *iov,
+		 size_t iovcnt, struct gw_tp_req *req)
 {
 	return post_iov(tp, OP_RECV, peer, slot, seq, iov, iovcnt, req);
 }

@@ -19,20 +19,20 @@
 #include "../common/map.h"
 #include "residual_store.h"
 
-#define RSTORE_MAGIC 0x53525747u	/* "GWRS" */
+#define RSTORE_MAGIC 0x53525747u /* "GWRS" */
 #define RSTORE_VERSION 1
-#define RSTORE_STATE_MAX (1u << 28)	/* PowerSGD keeps Q: cols x rank floats */
+#define RSTORE_STATE_MAX (1u << 28) /* PowerSGD keeps Q: cols x rank floats */
 
-#define RSTORE_SPARE_MAX 16	/* spare staging buffers kept (a ring has 8 sends in flight) */
-#define RSTORE_SPARE_BYTES ((uint64_t)32 << 20)	/* ... and their bytes at most */
+#define RSTORE_SPARE_MAX 16 /* spare staging buffers kept (a ring has 8 sends in flight) */
+#define RSTORE_SPARE_BYTES ((uint64_t)32 << 20) /* ... and their bytes at most */
 
 struct gw_rstore {
-	struct gw_map map;	/* (peer << 32 | slot) -> struct gw_rstore_entry */
+	struct gw_map map; /* (peer << 32 | slot) -> struct gw_rstore_entry */
 	uint64_t resets;
 	struct spare {
 		float *buf;
 		uint64_t n;
-	} spare[RSTORE_SPARE_MAX];	/* oldest first */
+	} spare[RSTORE_SPARE_MAX]; /* oldest first */
 	unsigned nspare;
 	uint64_t spare_bytes;
 };
@@ -77,8 +77,8 @@ static float *spare_take(struct gw_rstore *rs, uint64_t n)
 }
 
 #define KEY(peer, slot) ((uint64_t)(peer) << 32 | (slot))
-#define FOR_EACH(rs, e)                                                   \
-	for (size_t i_ = 0; i_ < (rs)->map.cap; i_++)                     \
+#define FOR_EACH(rs, e)                                                                            \
+	for (size_t i_ = 0; i_ < (rs)->map.cap; i_++)                                              \
 		if (((e) = (rs)->map.e[i_].val) != NULL)
 
 int gw_rstore_create(struct gw_rstore **out)
@@ -112,7 +112,7 @@ void gw_rstore_destroy(struct gw_rstore *rs)
 	if (!rs)
 		return;
 	FOR_EACH(rs, e)
-		entry_free(e);
+	entry_free(e);
 	for (unsigned i = 0; i < rs->nspare; i++)
 		free(rs->spare[i].buf);
 	gw_map_fini(&rs->map);
@@ -124,8 +124,8 @@ static int any_pending(struct gw_rstore *rs)
 	struct gw_rstore_entry *e;
 
 	FOR_EACH(rs, e)
-		if (e->pending)
-			return 1;
+	if (e->pending)
+		return 1;
 	return 0;
 }
 
@@ -145,7 +145,7 @@ static int shape(struct gw_rstore_entry *e, uint64_t n, size_t state_len, uint8_
 		return rc;
 	}
 	gw_residual_reset(&e->res);
-	free(e->staged);	/* of the old shape (nothing is pending) */
+	free(e->staged); /* of the old shape (nothing is pending) */
 	free(e->state);
 	e->staged = NULL;
 	e->state = state;
@@ -165,8 +165,8 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 	if (n > GW_MAX_ELEMS)
 		return -EINVAL;
 	e = gw_map_get(&rs->map, KEY(peer, slot));
-	if (e && e->res.n == n && e->codec_id == c->ops->id &&
-	    e->state_len == state_len && (e->res.buf || !n)) {
+	if (e && e->res.n == n && e->codec_id == c->ops->id && e->state_len == state_len &&
+	    (e->res.buf || !n)) {
 		*out = e;
 		return 0;
 	}
@@ -232,7 +232,8 @@ void gw_rstore_reset(struct gw_rstore *rs)
 {
 	struct gw_rstore_entry *e;
 
-	FOR_EACH(rs, e) {
+	FOR_EACH(rs, e)
+	{
 		gw_residual_reset(&e->res);
 		if (e->state_len)
 			memset(e->state, 0, e->state_len);
@@ -245,8 +246,7 @@ uint64_t gw_rstore_bytes(const struct gw_rstore *rs)
 	uint64_t b = 0;
 
 	FOR_EACH(rs, e)
-		b += sizeof(*e) + e->res.n * sizeof(float) * (e->staged ? 2 : 1) +
-		     e->state_len;
+	b += sizeof(*e) + e->res.n * sizeof(float) * (e->staged ? 2 : 1) + e->state_len;
 	for (unsigned i = 0; i < rs->nspare; i++)
 		b += rs->spare[i].n * sizeof(float);
 	return b;
@@ -305,7 +305,8 @@ int gw_rstore_save(const struct gw_rstore *rs, const char *path)
 	wr(&w, &u32, 4);
 	u64 = rs->map.count;
 	wr(&w, &u64, 8);
-	FOR_EACH(rs, e) {
+	FOR_EACH(rs, e)
+	{
 		uint8_t id[4] = { 0 };
 
 		id[0] = e->codec_id;
@@ -340,7 +341,7 @@ static int rd(struct rd *r, void *out, size_t len)
 {
 	if (r->left < len)
 		return -EBADMSG;
-	if (len)	/* out may be NULL for an empty state */
+	if (len) /* out may be NULL for an empty state */
 		memcpy(out, r->p, len);
 	r->p += len;
 	r->left -= len;
@@ -370,7 +371,7 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 	if (size < 16 + 32)
 		goto out;
 	rc = -ENOMEM;
-	buf = malloc((size_t)size);	/* bounded by the file, not its contents */
+	buf = malloc((size_t)size); /* bounded by the file, not its contents */
 	if (!buf)
 		goto out;
 	rc = -EIO;
@@ -397,23 +398,22 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 		int reshaped;
 
 		rc = -EBADMSG;
-		if (rd(&r, &peer, 4) || rd(&r, &slot, 4) || rd(&r, &n, 8) ||
-		    rd(&r, id, 4) || rd(&r, &state_len, 4) || id[1] || id[2] ||
-		    id[3] || n > GW_MAX_ELEMS || n > r.left / sizeof(float) ||
-		    state_len > RSTORE_STATE_MAX || !gw_codec_find_id(id[0]))
+		if (rd(&r, &peer, 4) || rd(&r, &slot, 4) || rd(&r, &n, 8) || rd(&r, id, 4) ||
+		    rd(&r, &state_len, 4) || id[1] || id[2] || id[3] || n > GW_MAX_ELEMS ||
+		    n > r.left / sizeof(float) || state_len > RSTORE_STATE_MAX ||
+		    !gw_codec_find_id(id[0]))
 			goto out;
 		gw_codec_init(&c, gw_codec_find_id(id[0]));
 		if (gw_codec_state_size(&c, n) != state_len ||
-		    gw_map_get(&fresh->map, KEY(peer, slot)))	/* a duplicate */
+		    gw_map_get(&fresh->map, KEY(peer, slot))) /* a duplicate */
 			goto out;
 		rc = gw_rstore_get(fresh, peer, slot, n, &c, &e, &reshaped);
 		if (rc)
 			goto out;
 		rc = -EBADMSG;
-		if (rd(&r, e->res.buf, (size_t)n * sizeof(float)) ||
-		    rd(&r, e->state, state_len))
+		if (rd(&r, e->res.buf, (size_t)n * sizeof(float)) || rd(&r, e->state, state_len))
 			goto out;
-		for (uint64_t j = 0; j < n; j++) {	/* residuals are finite */
+		for (uint64_t j = 0; j < n; j++) { /* residuals are finite */
 			uint32_t bits;
 
 			memcpy(&bits, &e->res.buf[j], 4);
@@ -422,15 +422,15 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 		}
 	}
 	rc = r.left ? -EBADMSG : 0;
-	if (!rc) {	/* swap the contents in: all or nothing */
+	if (!rc) { /* swap the contents in: all or nothing */
 		struct gw_rstore t = *rs;
 		struct gw_rstore_entry *e;
 
 		*rs = *fresh;
 		rs->resets = t.resets;
 		*fresh = t;
-		FOR_EACH(rs, e)	/* the entries now belong to rs */
-			e->rs = rs;
+		FOR_EACH(rs, e) /* the entries now belong to rs */
+		e->rs = rs;
 	}
 out:
 	gw_rstore_destroy(fresh);

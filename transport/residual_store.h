@@ -19,15 +19,15 @@
 struct gw_rstore;
 
 struct gw_rstore_entry {
-	struct gw_rstore *rs;	/* the store, for its spare buffers */
+	struct gw_rstore *rs; /* the store, for its spare buffers */
 	uint32_t peer, slot;
-	struct gw_residual res;	/* committed */
+	struct gw_residual res; /* committed */
 	float *staged;		/* res.n values: what the pending send leaves
 				 * (NULL unless gw_rstore_stage() lent one) */
 	uint8_t *state;		/* codec state, state_len bytes */
 	size_t state_len;
-	uint8_t codec_id;	/* the codec the state belongs to */
-	int pending;		/* a staged residual awaits commit or abort */
+	uint8_t codec_id; /* the codec the state belongs to */
+	int pending;	  /* a staged residual awaits commit or abort */
 };
 
 int gw_rstore_create(struct gw_rstore **out);

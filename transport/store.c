@@ -189,9 +189,9 @@ static void file_destroy(void *s)
 }
 
 static const struct gw_store_ops file_ops = {
-    .set = file_set,
-    .get = file_get,
-    .destroy = file_destroy,
+	.set = file_set,
+	.get = file_get,
+	.destroy = file_destroy,
 };
 
 int gw_store_file_create(const char *dir, struct gw_store **out)

@@ -53,7 +53,7 @@ static int exchange(struct gw_tp *tp, struct gw_store *st)
 			goto out_free;
 		}
 		off += str ? strnlen(names + off, (size_t)got) + 1 : tp->namelen;
-		names[off] = 0;	/* calloc'd: only a string that filled cap */
+		names[off] = 0; /* calloc'd: only a string that filled cap */
 	}
 	n = fi_av_insert(tp->av, names, (size_t)tp->size, tp->peer, 0, NULL);
 	if (n != tp->size) {
@@ -141,8 +141,8 @@ static void linger(struct gw_tp *tp)
 		if (!gw_tp_isend_kind(tp, GW_TP_KIND_CTRL, p, TP_BYE_SLOT, 0, NULL, 0, &req[k]))
 			k++;
 	}
-	ret = gw_tp_waitall(tp, req, k, (int)(tp->leave_by > gw_now_ms() ?
-						   tp->leave_by - gw_now_ms() : 1));
+	ret = gw_tp_waitall(tp, req, k,
+			    (int)(tp->leave_by > gw_now_ms() ? tp->leave_by - gw_now_ms() : 1));
 	if (ret)
 		tp_log(tp, GW_LOG_INFO, "leaving without every peer's goodbye: %s",
 		       gw_strerror(ret));

@@ -230,8 +230,8 @@ bool gw_tp_can_sendv(const struct gw_tp *tp, size_t iovcnt);
  * sent without copying (fi_tsendv): every buffer must stay untouched until
  * the request is waited for. -EINVAL unless gw_tp_can_sendv().
  */
-int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req);
+int gw_tp_isendv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const struct iovec *iov,
+		 size_t iovcnt, struct gw_tp_req *req);
 /**
  * gw_tp_irecv() - post a receive of at most cap bytes from peer only, with
  * exactly the tag (DATA, slot, seq). A longer message is an error
@@ -249,8 +249,8 @@ bool gw_tp_can_recvv(const struct gw_tp *tp, size_t iovcnt);
  * (fi_trecvv): the message lands in those buffers as it arrives, before
  * the wait. -EINVAL unless gw_tp_can_recvv().
  */
-int gw_tp_irecvv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq,
-		 const struct iovec *iov, size_t iovcnt, struct gw_tp_req *req);
+int gw_tp_irecvv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const struct iovec *iov,
+		 size_t iovcnt, struct gw_tp_req *req);
 /* The same with an explicit kind (control messages of the handshake). */
 int gw_tp_isend_kind(struct gw_tp *tp, unsigned kind, int peer, uint32_t slot, uint32_t seq,
 		     const void *buf, size_t len, struct gw_tp_req *req);
@@ -360,10 +360,10 @@ struct gw_tp {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
-	bool blocking; /* fi_cq_sread works */
+	bool blocking;	    /* fi_cq_sread works */
 	bool auto_progress; /* the provider moves data without our calls */
-	bool hot;      /* traffic lately: poll before sleeping */
-	bool need_mr;  /* FI_MR_LOCAL or force_mr */
+	bool hot;	    /* traffic lately: poll before sleeping */
+	bool need_mr;	    /* FI_MR_LOCAL or force_mr */
 	uint64_t mr_mode;
 	uint64_t next_key; /* requested keys when !FI_MR_PROV_KEY */
 	uint64_t mr_count;

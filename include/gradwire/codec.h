@@ -46,17 +46,18 @@ enum gw_codec_id {
 };
 
 enum gw_rounding {
-	GW_ROUND_NEAREST = 0,	/* round to nearest, ties to even */
-	GW_ROUND_STOCHASTIC = 1,	/* unbiased, from a counter-based generator */
+	GW_ROUND_NEAREST = 0,	 /* round to nearest, ties to even */
+	GW_ROUND_STOCHASTIC = 1, /* unbiased, from a counter-based generator */
 };
 
 /* Largest tensor a payload may describe (elements). */
 #define GW_MAX_ELEMS (UINT64_C(1) << 40)
 
 /* Payload flags (header byte 3). */
-#define GW_PF_NONFINITE 0x01u	/* input held NaN/Inf; a record follows the header
-				 * (never set by `none`) */
-#define GW_PF_SATURATED 0x02u	/* finite values beyond the format's range were clamped */
+#define GW_PF_NONFINITE                                                                            \
+	0x01u		      /* input held NaN/Inf; a record follows the header                   \
+			       * (never set by `none`) */
+#define GW_PF_SATURATED 0x02u /* finite values beyond the format's range were clamped */
 #define GW_PF_KNOWN (GW_PF_NONFINITE | GW_PF_SATURATED)
 
 /**
@@ -65,17 +66,17 @@ enum gw_rounding {
  * from the codec's defaults, then from the spec string.
  */
 struct gw_codec_params {
-	double ratio;		/* topk, randomk: fraction of elements sent, (0, 1] */
-	uint32_t bucket;	/* int8, onebit: elements per scale */
-	uint32_t rounding;	/* int8: enum gw_rounding */
-	uint32_t rank;		/* powersgd */
+	double ratio;	   /* topk, randomk: fraction of elements sent, (0, 1] */
+	uint32_t bucket;   /* int8, onebit: elements per scale */
+	uint32_t rounding; /* int8: enum gw_rounding */
+	uint32_t rank;	   /* powersgd */
 	uint32_t reserved;
-	uint64_t seed;		/* randomk, stochastic rounding, powersgd: base seed */
+	uint64_t seed; /* randomk, stochastic rounding, powersgd: base seed */
 	/* Appended (the struct is ABI: fields are only ever added at the end). */
-	double min_factor;	/* powersgd: least size saving, else uncompressed */
-	uint32_t warmup;	/* powersgd: first steps sent uncompressed */
+	double min_factor; /* powersgd: least size saving, else uncompressed */
+	uint32_t warmup;   /* powersgd: first steps sent uncompressed */
 	uint32_t reserved2;
-	uint64_t cols;		/* powersgd: matrix columns (0: near-square rule) */
+	uint64_t cols; /* powersgd: matrix columns (0: near-square rule) */
 };
 
 struct gw_codec_ops;
@@ -100,21 +101,21 @@ struct gw_enc_info {
 
 /* Types of a spec-string parameter. */
 enum gw_param_type {
-	GW_PARAM_F64,	/* decimal number within [min, max]; min excluded if min_open */
-	GW_PARAM_U32,	/* whole number within [min, max] */
-	GW_PARAM_U64,	/* whole number within [min, max] */
-	GW_PARAM_ENUM,	/* one of names[], stored as its index (u32) */
+	GW_PARAM_F64,  /* decimal number within [min, max]; min excluded if min_open */
+	GW_PARAM_U32,  /* whole number within [min, max] */
+	GW_PARAM_U64,  /* whole number within [min, max] */
+	GW_PARAM_ENUM, /* one of names[], stored as its index (u32) */
 };
 
 /** struct gw_param_desc - one key a codec accepts in its spec string. */
 struct gw_param_desc {
 	const char *key;
 	enum gw_param_type type;
-	size_t offset;		/* offsetof(struct gw_codec_params, field) */
+	size_t offset; /* offsetof(struct gw_codec_params, field) */
 	double min, max;
 	bool min_open;
 	double def;
-	const char *const *names;	/* GW_PARAM_ENUM: NULL-terminated */
+	const char *const *names; /* GW_PARAM_ENUM: NULL-terminated */
 	const char *help;
 };
 
@@ -158,9 +159,8 @@ struct gw_codec_ops {
 	 * Return: bytes written (<= bound()), or -ENOSPC when cap is too small,
 	 * -EINVAL on bad arguments.
 	 */
-	ssize_t (*encode)(const struct gw_codec *c, void *state, void *scratch,
-			  const float *x, const float *res, float *res_out,
-			  uint64_t n, void *out, size_t cap,
+	ssize_t (*encode)(const struct gw_codec *c, void *state, void *scratch, const float *x,
+			  const float *res, float *res_out, uint64_t n, void *out, size_t cap,
 			  struct gw_enc_info *info);
 	/**
 	 * @decode: parse a hostile section describing n values into y[0..n).
@@ -194,8 +194,8 @@ GW_API const struct gw_codec_ops *gw_codec_generic(const struct gw_codec_ops *op
  * Rejects a NULL entry, a wrong size, a missing mandatory op (-EINVAL), a
  * duplicate impl name, or one wire id under two names (-EEXIST).
  */
-GW_API int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n,
-				char *err, size_t errlen);
+GW_API int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n, char *err,
+				size_t errlen);
 
 /**
  * gw_codec_parse() - parse a spec such as "topk:ratio=0.01" or
@@ -203,8 +203,7 @@ GW_API int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n,
  * An unknown codec, unknown key, repeated key or out-of-range value is
  * -EINVAL with a message in err; nothing is defaulted silently.
  */
-GW_API int gw_codec_parse(const char *spec, struct gw_codec *c,
-			  char *err, size_t errlen);
+GW_API int gw_codec_parse(const char *spec, struct gw_codec *c, char *err, size_t errlen);
 
 /**
  * gw_codec_list_parse() - parse a preference list such as
@@ -213,8 +212,8 @@ GW_API int gw_codec_parse(const char *spec, struct gw_codec *c,
  * starts the next codec. A codec named twice is an error.
  * Return: the number of codecs (1..max), or -EINVAL with a message in err.
  */
-GW_API int gw_codec_list_parse(const char *list, struct gw_codec *out, int max,
-			       char *err, size_t errlen);
+GW_API int gw_codec_list_parse(const char *list, struct gw_codec *out, int max, char *err,
+			       size_t errlen);
 
 /**
  * gw_codec_init() - configure ops with its default parameters.
@@ -259,7 +258,7 @@ struct gw_payload {
 	uint32_t nonfinite_bits;
 	const uint8_t *section;
 	size_t section_len;
-	const struct gw_codec_ops *ops;	/* decoder for id */
+	const struct gw_codec_ops *ops; /* decoder for id */
 };
 
 /** gw_payload_bound() - largest payload gw_payload_encode() writes for n. */
@@ -269,9 +268,8 @@ GW_API size_t gw_payload_bound(const struct gw_codec *c, uint64_t n);
  * gw_payload_encode() - encode x (+ res) as a complete payload.
  * Arguments as for gw_codec_ops.encode. Return: bytes written, or -errno.
  */
-GW_API ssize_t gw_payload_encode(const struct gw_codec *c, void *state,
-				 void *scratch, const float *x,
-				 const float *res, float *res_out, uint64_t n,
+GW_API ssize_t gw_payload_encode(const struct gw_codec *c, void *state, void *scratch,
+				 const float *x, const float *res, float *res_out, uint64_t n,
 				 void *out, size_t cap);
 
 /**
@@ -300,8 +298,7 @@ GW_API int gw_payload_parse(const void *buf, size_t len, struct gw_payload *p);
 GW_API int gw_payload_decode(const void *buf, size_t len, float *y, uint64_t n);
 
 /** gw_payload_decode_add() - like gw_payload_decode(), but acc[i] += value. */
-GW_API int gw_payload_decode_add(const void *buf, size_t len, float *acc,
-				 uint64_t n);
+GW_API int gw_payload_decode_add(const void *buf, size_t len, float *acc, uint64_t n);
 
 /* ---- residuals ---------------------------------------------------------- */
 

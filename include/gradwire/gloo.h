@@ -24,11 +24,14 @@
 
 #include <gloo/transport/device.h>
 
-namespace gradwire {
-namespace gloo {
+namespace gradwire
+{
+namespace gloo
+{
 
 /* Reserved for options; everything comes from GRADWIRE_* today. */
-struct attr {};
+struct attr {
+};
 
 /**
  * CreateDevice() - a device; its contexts connect through Gloo's rendezvous.

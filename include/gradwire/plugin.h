@@ -38,7 +38,7 @@ extern "C" {
 /* allreduce() operations. */
 enum gradwire_op {
 	GRADWIRE_SUM = 0,
-	GRADWIRE_AVG = 1,	/* the sum divided by the size, on every rank alike */
+	GRADWIRE_AVG = 1, /* the sum divided by the size, on every rank alike */
 };
 
 /**
@@ -57,8 +57,7 @@ enum gradwire_op {
 struct gradwire_store {
 	size_t size;
 	int (*set)(void *arg, const char *key, const void *val, size_t len);
-	ssize_t (*get)(void *arg, const char *key, void *buf, size_t cap,
-		       int timeout_ms);
+	ssize_t (*get)(void *arg, const char *key, void *buf, size_t cap, int timeout_ms);
 	void *arg;
 };
 
@@ -115,10 +114,8 @@ struct gradwire_plugin_v1 {
 	 * not called), -ENOPROTOOPT (no common codec), -EACCES (MAC policy),
 	 * -ETIMEDOUT, ...
 	 */
-	int (*context_create)(int rank, int size,
-			      const struct gradwire_store *store,
-			      struct gradwire_context **out, char *err,
-			      size_t errlen);
+	int (*context_create)(int rank, int size, const struct gradwire_store *store,
+			      struct gradwire_context **out, char *err, size_t errlen);
 
 	/**
 	 * @context_create_file: context_create() with a file store in dir, a
@@ -126,8 +123,7 @@ struct gradwire_plugin_v1 {
 	 * launcher that gives rank and size).
 	 */
 	int (*context_create_file)(int rank, int size, const char *dir,
-				   struct gradwire_context **out, char *err,
-				   size_t errlen);
+				   struct gradwire_context **out, char *err, size_t errlen);
 
 	/**
 	 * @context_destroy: close the connections (accepts NULL). Operations in
@@ -142,24 +138,24 @@ struct gradwire_plugin_v1 {
 	 * the values arrive exactly. The n-th send on a slot matches the peer's
 	 * n-th recv on it. Return: 0, -EINVAL, -ETIMEDOUT, ...
 	 */
-	int (*send)(struct gradwire_context *ctx, int peer, uint32_t slot,
-		    const float *x, uint64_t n, unsigned flags);
+	int (*send)(struct gradwire_context *ctx, int peer, uint32_t slot, const float *x,
+		    uint64_t n, unsigned flags);
 
 	/**
 	 * @recv: receive n float32 values from peer on slot into y (or add them
 	 * to y with GRADWIRE_ADD). A frame that fails authentication or checks
 	 * is -EBADMSG / -EPROTO and leaves y untouched.
 	 */
-	int (*recv)(struct gradwire_context *ctx, int peer, uint32_t slot,
-		    float *y, uint64_t n, unsigned flags);
+	int (*recv)(struct gradwire_context *ctx, int peer, uint32_t slot, float *y, uint64_t n,
+		    unsigned flags);
 
 	/** @send_bytes: send buf[0..len) to peer on slot, exactly. */
-	int (*send_bytes)(struct gradwire_context *ctx, int peer, uint32_t slot,
-			  const void *buf, size_t len);
+	int (*send_bytes)(struct gradwire_context *ctx, int peer, uint32_t slot, const void *buf,
+			  size_t len);
 
 	/** @recv_bytes: receive exactly len bytes from peer on slot. */
-	int (*recv_bytes)(struct gradwire_context *ctx, int peer, uint32_t slot,
-			  void *buf, size_t len);
+	int (*recv_bytes)(struct gradwire_context *ctx, int peer, uint32_t slot, void *buf,
+			  size_t len);
 
 	/**
 	 * @allreduce: ring allreduce of buf[0..n) in place; op is enum
@@ -168,19 +164,18 @@ struct gradwire_plugin_v1 {
 	 * with the same bits. After a failure (e.g. -ETIMEDOUT, a dead peer)
 	 * every later collective on ctx returns the same error.
 	 */
-	int (*allreduce)(struct gradwire_context *ctx, float *buf, uint64_t n,
-			 int op, unsigned flags);
+	int (*allreduce)(struct gradwire_context *ctx, float *buf, uint64_t n, int op,
+			 unsigned flags);
 
 	/**
 	 * @allgather: recv[r * bytes_per_rank ...] = rank r's send, exactly.
 	 * send may be recv + rank * bytes_per_rank (in place).
 	 */
-	int (*allgather)(struct gradwire_context *ctx, const void *send,
-			 void *recv, size_t bytes_per_rank);
+	int (*allgather)(struct gradwire_context *ctx, const void *send, void *recv,
+			 size_t bytes_per_rank);
 
 	/** @broadcast: root's buf[0..bytes) to every rank, exactly. */
-	int (*broadcast)(struct gradwire_context *ctx, int root, void *buf,
-			 size_t bytes);
+	int (*broadcast)(struct gradwire_context *ctx, int root, void *buf, size_t bytes);
 
 	/** @barrier: returns once every rank has entered it. */
 	int (*barrier)(struct gradwire_context *ctx);
@@ -189,8 +184,7 @@ struct gradwire_plugin_v1 {
 	 * @stats: the counters of the connection to peer (peer != own rank).
 	 * Return: 0, or -EINVAL for a bad peer.
 	 */
-	int (*stats)(struct gradwire_context *ctx, int peer,
-		     struct gradwire_stats *out);
+	int (*stats)(struct gradwire_context *ctx, int peer, struct gradwire_stats *out);
 
 	/**
 	 * @residuals_save: write this rank's error-feedback residuals (every
@@ -222,8 +216,8 @@ struct gradwire_plugin_v1 {
 	 * codec state are its own, even when another tensor has the same
 	 * length (allreduce() tells tensors apart by length only).
 	 */
-	int (*allreduce_id)(struct gradwire_context *ctx, uint32_t id,
-			    float *buf, uint64_t n, int op, unsigned flags);
+	int (*allreduce_id)(struct gradwire_context *ctx, uint32_t id, float *buf, uint64_t n,
+			    int op, unsigned flags);
 
 	/**
 	 * @queue_create: a queue of allreduce_id() calls on ctx, run in the
@@ -232,8 +226,7 @@ struct gradwire_plugin_v1 {
 	 * exists, ctx takes no other call but stats() and error(); every rank
 	 * must submit the same allreduces in the same order.
 	 */
-	int (*queue_create)(struct gradwire_context *ctx,
-			    struct gradwire_queue **out);
+	int (*queue_create)(struct gradwire_context *ctx, struct gradwire_queue **out);
 
 	/**
 	 * @queue_submit: queue allreduce_id(ctx, id, buf, n, op, flags). buf
@@ -242,9 +235,8 @@ struct gradwire_plugin_v1 {
 	 * GRADWIRE_QUEUE_MAX tickets wait or run; -ECANCELED once
 	 * queue_destroy() has begun; -EINVAL.
 	 */
-	int (*queue_submit)(struct gradwire_queue *q, uint32_t id, float *buf,
-			    uint64_t n, int op, unsigned flags,
-			    uint64_t *ticket);
+	int (*queue_submit)(struct gradwire_queue *q, uint32_t id, float *buf, uint64_t n, int op,
+			    unsigned flags, uint64_t *ticket);
 
 	/**
 	 * @queue_wait: wait up to timeout_ms (< 0: without limit) for ticket.
@@ -253,8 +245,7 @@ struct gradwire_plugin_v1 {
 	 * a ticket not issued or older than the last GRADWIRE_QUEUE_MAX. Any
 	 * thread may wait.
 	 */
-	int (*queue_wait)(struct gradwire_queue *q, uint64_t ticket,
-			  int timeout_ms);
+	int (*queue_wait)(struct gradwire_queue *q, uint64_t ticket, int timeout_ms);
 
 	/**
 	 * @queue_destroy: queue_cancel(), then wait for the running allreduce

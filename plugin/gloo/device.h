@@ -44,7 +44,8 @@
 
 #include "shim.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -65,19 +66,19 @@ uint32_t mapSlot(uint64_t slot);
 // A bound buffer's slot (Pair::createSendBuffer's int) -> gradwire's.
 uint32_t boundSlot(int slot);
 
-class Address : public ::gloo::transport::Address {
-public:
+class Address : public ::gloo::transport::Address
+{
+      public:
 	// nullptr when the libfabric name does not fit.
-	static std::unique_ptr<Address> make(int rank, int size, const void *name,
-					     size_t len);
+	static std::unique_ptr<Address> make(int rank, int size, const void *name, size_t len);
 	// Check a peer's bytes (throws) and take its libfabric name and host id.
-	static void parse(const std::vector<char> &b, int peer, int size,
-			  std::vector<char> *name, uint64_t *host);
+	static void parse(const std::vector<char> &b, int peer, int size, std::vector<char> *name,
+			  uint64_t *host);
 
 	std::string str() const override { return text_; }
 	std::vector<char> bytes() const override { return bytes_; }
 
-private:
+      private:
 	Address(std::vector<char> bytes, std::string text)
 	    : bytes_(std::move(bytes)), text_(std::move(text))
 	{
@@ -129,8 +130,9 @@ class Context;
 
 // ---- unbound_buffer.cc ----------------------------------------------------------
 
-class UnboundBuffer : public ::gloo::transport::UnboundBuffer {
-public:
+class UnboundBuffer : public ::gloo::transport::UnboundBuffer
+{
+      public:
 	UnboundBuffer(std::shared_ptr<Context> ctx, void *ptr, size_t size)
 	    : ::gloo::transport::UnboundBuffer(ptr, size), ctx_(std::move(ctx))
 	{
@@ -144,19 +146,19 @@ public:
 
 	void send(int dstRank, uint64_t slot, size_t offset, size_t nbytes) override;
 	void recv(int srcRank, uint64_t slot, size_t offset, size_t nbytes) override;
-	void recv(std::vector<int> srcRanks, uint64_t slot, size_t offset,
-		  size_t nbytes) override;
+	void recv(std::vector<int> srcRanks, uint64_t slot, size_t offset, size_t nbytes) override;
 
 	Waitable w; // under the context's mutex
 
-private:
+      private:
 	std::shared_ptr<Context> ctx_; // a buffer keeps its context alive
 };
 
 // ---- pair.cc --------------------------------------------------------------------
 
-class Pair : public ::gloo::transport::Pair {
-public:
+class Pair : public ::gloo::transport::Pair
+{
+      public:
 	Pair(Context *ctx, int peer) : ctx_(ctx), peer_(peer) {}
 	const ::gloo::transport::Address &address() const override;
 	void connect(const std::vector<char> &bytes) override;
@@ -171,17 +173,18 @@ public:
 	void recv(::gloo::transport::UnboundBuffer *buf, uint64_t slot, size_t offset,
 		  size_t nbytes) override;
 
-private:
+      private:
 	Context *ctx_;
 	int peer_;
 };
 
 // A buffer bound to one peer and slot: a send buffer writes into the peer's
 // receive buffer of the same slot, at the offset the sender names.
-class BoundBuffer : public ::gloo::transport::Buffer {
-public:
-	BoundBuffer(std::shared_ptr<Context> ctx, int peer, bool send, int slot,
-		    void *ptr, size_t size);
+class BoundBuffer : public ::gloo::transport::Buffer
+{
+      public:
+	BoundBuffer(std::shared_ptr<Context> ctx, int peer, bool send, int slot, void *ptr,
+		    size_t size);
 	~BoundBuffer() override;
 
 	void send(size_t offset, size_t length, size_t roffset) override;
@@ -197,24 +200,23 @@ public:
 	const bool sender;
 	const uint32_t gslot;
 
-private:
+      private:
 	std::shared_ptr<Context> ctx_;
 };
 
 // ---- rendezvous.cc and context.cc -----------------------------------------------
 
-class Context : public ::gloo::transport::Context,
-		public std::enable_shared_from_this<Context> {
-public:
-	Context(int rank, int size)
-	    : ::gloo::transport::Context(rank, size), closed_(size, false)
+class Context : public ::gloo::transport::Context, public std::enable_shared_from_this<Context>
+{
+      public:
+	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size, false)
 	{
 	}
 	~Context() override;
 
 	std::unique_ptr<::gloo::transport::Pair> &createPair(int peer) override;
-	std::unique_ptr<::gloo::transport::UnboundBuffer>
-	createUnboundBuffer(void *ptr, size_t size) override
+	std::unique_ptr<::gloo::transport::UnboundBuffer> createUnboundBuffer(void *ptr,
+									      size_t size) override
 	{
 		return std::unique_ptr<::gloo::transport::UnboundBuffer>(
 			new UnboundBuffer(shared_from_this(), ptr, size));
@@ -225,11 +227,10 @@ public:
 	void connectPeer(int peer, const std::vector<char> &bytes);
 
 	// context.cc. An unbound buffer's operations:
-	void post(Waitable *w, char *base, size_t size, bool send, int peer,
-		  uint64_t slot, size_t offset, size_t nbytes);
-	void postAny(Waitable *w, char *base, size_t size,
-		     const std::vector<int> &peers, uint64_t slot, size_t offset,
-		     size_t nbytes);
+	void post(Waitable *w, char *base, size_t size, bool send, int peer, uint64_t slot,
+		  size_t offset, size_t nbytes);
+	void postAny(Waitable *w, char *base, size_t size, const std::vector<int> &peers,
+		     uint64_t slot, size_t offset, size_t nbytes);
 	// A bound buffer's: its receive header is posted at creation.
 	void bind(BoundBuffer *b);
 	void sendBound(BoundBuffer *b, size_t offset, size_t length, size_t roffset);
@@ -248,16 +249,15 @@ public:
 
 	std::mutex mu; // the gradwire context, queues, buffers' counters
 
-private:
+      private:
 	static int storeSet(void *arg, const char *key, const void *val, size_t len);
-	static ssize_t storeGet(void *arg, const char *key, void *buf, size_t cap,
-				int timeout_ms);
+	static ssize_t storeGet(void *arg, const char *key, void *buf, size_t cap, int timeout_ms);
 	void open();
 
 	// lockCounted(), then throws if unconnected or peer's pair is closed.
 	std::unique_lock<std::mutex> lockToPost(int peer);
-	std::unique_ptr<Op> makeOp(Waitable *w, char *base, size_t size, bool send,
-				   int peer, uint64_t slot, size_t offset, size_t nbytes);
+	std::unique_ptr<Op> makeOp(Waitable *w, char *base, size_t size, bool send, int peer,
+				   uint64_t slot, size_t offset, size_t nbytes);
 	void enqueue(std::unique_ptr<Op> op);
 	void start(Op *op);
 	void complete(Op *op, int rc);
@@ -291,10 +291,10 @@ private:
 	// Posted and queued operations (under mu).
 	std::unordered_map<uint64_t, std::deque<std::unique_ptr<Op>>> queues_;
 	std::vector<Op *> inflight_;
-	std::deque<std::unique_ptr<Op>> anyops_; // receives from any of several
-	std::unordered_map<uint64_t, int> blocked_; // receive queues armed ones hold
+	std::deque<std::unique_ptr<Op>> anyops_;	    // receives from any of several
+	std::unordered_map<uint64_t, int> blocked_;	    // receive queues armed ones hold
 	std::unordered_map<uint64_t, BoundBuffer *> bound_; // receive buffers
-	std::vector<bool> closed_; // per peer, after Pair::close()
+	std::vector<bool> closed_;			    // per peer, after Pair::close()
 
 	// Letting other threads in between rounds of progress (context.cc).
 	std::atomic<int> posting_{ 0 }; // threads in lockCounted()

@@ -13,7 +13,6 @@
 #include "init.h"
 #include "shim.h"
 
-
 _Static_assert(_Alignof(struct gw_ctx_req) <= 16, "gwg_req alignment");
 
 static int load(struct gw_config *cfg, char *err, size_t errlen)
@@ -23,7 +22,8 @@ static int load(struct gw_config *cfg, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	if (cfg->gloo_compress) {
-		snprintf(err, errlen, "GRADWIRE_GLOO_COMPRESS=1 is not supported: "
+		snprintf(err, errlen,
+			 "GRADWIRE_GLOO_COMPRESS=1 is not supported: "
 			 "Gloo's ring allreduce forwards chunks hop by hop, so "
 			 "lossy frames would leave replicas different (see "
 			 "docs/integration.md); unset it or use 0");
@@ -42,8 +42,8 @@ int gwg_config_check(int *timeout_ms, char *err, size_t errlen)
 	return rc;
 }
 
-int gwg_create(int rank, int size, const struct gradwire_store *st,
-	       struct gwg_ctx **out, char *err, size_t errlen)
+int gwg_create(int rank, int size, const struct gradwire_store *st, struct gwg_ctx **out, char *err,
+	       size_t errlen)
 {
 	struct gw_store store;
 	struct gw_config cfg;
@@ -53,7 +53,7 @@ int gwg_create(int rank, int size, const struct gradwire_store *st,
 	rc = load(&cfg, err, errlen);
 	if (rc)
 		return rc;
-	cfg.job = "gloo";	/* the keys of shim.h; the store is ours alone */
+	cfg.job = "gloo"; /* the keys of shim.h; the store is ours alone */
 	gw_store_host(&store, st);
 	rc = gw_ctx_create_config(&cfg, rank, size, &store, &ctx, err, errlen);
 	if (rc)
@@ -97,32 +97,27 @@ size_t gwg_req_size(void)
 	return sizeof(struct gw_ctx_req);
 }
 
-int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf,
-	      size_t len, struct gwg_req *r)
+int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_t len,
+	      struct gwg_req *r)
 {
-	return gw_ctx_isend_bytes((struct gw_ctx *)c, peer, slot, buf, len,
-				  (struct gw_ctx_req *)r);
+	return gw_ctx_isend_bytes((struct gw_ctx *)c, peer, slot, buf, len, (struct gw_ctx_req *)r);
 }
 
-int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf,
-	      size_t len, struct gwg_req *r)
+int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf, size_t len, struct gwg_req *r)
 {
-	return gw_ctx_irecv_bytes((struct gw_ctx *)c, peer, slot, buf, len,
-				  (struct gw_ctx_req *)r);
+	return gw_ctx_irecv_bytes((struct gw_ctx *)c, peer, slot, buf, len, (struct gw_ctx_req *)r);
 }
 
-int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head,
-	       size_t hlen, const void *buf, size_t len, struct gwg_req *r)
+int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head, size_t hlen,
+	       const void *buf, size_t len, struct gwg_req *r)
 {
-	return gw_ctx_isend_bytes2((struct gw_ctx *)c, peer, slot, head, hlen, buf,
-				   len, (struct gw_ctx_req *)r);
+	return gw_ctx_isend_bytes2((struct gw_ctx *)c, peer, slot, head, hlen, buf, len,
+				   (struct gw_ctx_req *)r);
 }
 
-int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap,
-		    struct gwg_req *r)
+int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap, struct gwg_req *r)
 {
-	return gw_ctx_irecv_frame((struct gw_ctx *)c, peer, slot, cap,
-				  (struct gw_ctx_req *)r);
+	return gw_ctx_irecv_frame((struct gw_ctx *)c, peer, slot, cap, (struct gw_ctx_req *)r);
 }
 
 void gwg_req_frame(const struct gwg_req *r, const void **bytes, size_t *len)

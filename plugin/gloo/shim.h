@@ -38,8 +38,8 @@ int gwg_config_check(int *timeout_ms, char *err, size_t errlen);
  * gwg_create() - gw_ctx_create() configured from the environment, with the
  * job prefix "gloo" and the host store st (used only during this call).
  */
-int gwg_create(int rank, int size, const struct gradwire_store *st,
-	       struct gwg_ctx **out, char *err, size_t errlen);
+int gwg_create(int rank, int size, const struct gradwire_store *st, struct gwg_ctx **out, char *err,
+	       size_t errlen);
 /** gwg_destroy() - accepts NULL; prints statistics when GRADWIRE_STATS=1. */
 void gwg_destroy(struct gwg_ctx *c);
 
@@ -54,19 +54,17 @@ const char *gwg_strerror(int err);
 /** Requests: gwg_req_size() bytes, 16-aligned, owned by the caller. */
 size_t gwg_req_size(void);
 /** Exact bytes: never compressed, never changed. */
-int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf,
-	      size_t len, struct gwg_req *r);
-int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf,
-	      size_t len, struct gwg_req *r);
+int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_t len,
+	      struct gwg_req *r);
+int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf, size_t len, struct gwg_req *r);
 /** One message of head then buf (a bound buffer's offset, then its bytes). */
-int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head,
-	       size_t hlen, const void *buf, size_t len, struct gwg_req *r);
+int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head, size_t hlen,
+	       const void *buf, size_t len, struct gwg_req *r);
 /**
  * gwg_irecv_frame() - receive a message of up to cap bytes and leave it in
  * gradwire's frame buffer; after gwg_finish(), gwg_req_frame() gives it.
  */
-int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap,
-		    struct gwg_req *r);
+int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap, struct gwg_req *r);
 /** gwg_req_frame() - a finished gwg_irecv_frame()'s bytes (valid until the
  * next receive on its slot is posted). */
 void gwg_req_frame(const struct gwg_req *r, const void **bytes, size_t *len);

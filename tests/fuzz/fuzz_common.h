@@ -19,20 +19,20 @@
 /* The key fuzz_frame opens frames with (gw-mkcorpus seals its seeds with it). */
 #define FUZZ_FRAME_KEY "fuzzing key for fuzz_frame 32 B"
 
-#define FUZZ_CANARY_A 0x7fa5c0deu	/* signalling NaN: never a result */
+#define FUZZ_CANARY_A 0x7fa5c0deu /* signalling NaN: never a result */
 #define FUZZ_CANARY_B 0xffb17e57u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(cond, ...)						\
-	do {								\
-		if (!(cond)) {						\
-			fprintf(stderr, "fuzz check failed: %s (%s:%d): ",	\
-				#cond, __FILE__, __LINE__);		\
-			fprintf(stderr, __VA_ARGS__);			\
-			fputc('\n', stderr);				\
-			abort();					\
-		}							\
+#define FUZZ_CHECK(cond, ...)                                                                      \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz check failed: %s (%s:%d): ", #cond, __FILE__,        \
+				__LINE__);                                                         \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /* n floats (at least one byte, so malloc(0) never muddles the checks). */
@@ -133,7 +133,7 @@ static inline uint64_t fuzz_add_mismatch(const float *dec, const float *acc, uin
 			continue;
 		if (fuzz_isnan_bits(a) && fuzz_isnan_bits(b))
 			continue;
-		if (a == 0 && b == 0x80000000u)	/* untouched -0.0 vs +0.0 */
+		if (a == 0 && b == 0x80000000u) /* untouched -0.0 vs +0.0 */
 			continue;
 		return i;
 	}

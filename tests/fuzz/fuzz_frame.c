@@ -35,10 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	rc = gw_frame_open(m, alg, data, size, slot, seq, &h, &body);
 	FUZZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EKEYREJECTED || rc == -EPROTO ||
-		   rc == -EPROTONOSUPPORT, "open: %d", rc);
+			   rc == -EPROTONOSUPPORT,
+		   "open: %d", rc);
 	if (!rc) {
-		FUZZ_CHECK(body == data + GW_FRAME_HDR && h.len ==
-			   size - GW_FRAME_HDR - gw_mac_tag_len(alg), "body outside");
+		FUZZ_CHECK(body == data + GW_FRAME_HDR &&
+				   h.len == size - GW_FRAME_HDR - gw_mac_tag_len(alg),
+			   "body outside");
 		again = malloc(size);
 		memcpy(again + GW_FRAME_HDR, body, h.len);
 		len = gw_frame_seal(m, alg, &h, again, size);

@@ -15,10 +15,13 @@ static const uint8_t psk[GW_MAC_KEY_LEN] = "the handshake fuzzer's key, 32 B";
 
 static void hello(const uint8_t *data, size_t size)
 {
-	struct gw_hs_hello peer, me = { .version = GW_HS_VERSION, .size = 4,
-					.mac_mode = GW_MAC_OPTIONAL, .nalgs = 2,
-					.algs = { 2, 1 }, .flags = GW_HS_F_HAS_KEY |
-					GW_HS_F_FALLBACK, .host_id = 1 };
+	struct gw_hs_hello peer, me = { .version = GW_HS_VERSION,
+					.size = 4,
+					.mac_mode = GW_MAC_OPTIONAL,
+					.nalgs = 2,
+					.algs = { 2, 1 },
+					.flags = GW_HS_F_HAS_KEY | GW_HS_F_FALLBACK,
+					.host_id = 1 };
 	struct gw_hs_result r1, r2;
 	uint8_t raw[GW_HS_HELLO_MAX];
 	char err[512], err2[512];
@@ -28,22 +31,20 @@ static void hello(const uint8_t *data, size_t size)
 	if (gw_hs_hello_parse(data, size, &peer))
 		return;
 	me.rank = peer.rank ? 0 : 1;
-	me.ncodecs = (uint8_t)gw_codec_list_parse("int8,topk,none", me.codecs,
-						  GW_HS_MAX_CODECS, err, sizeof(err));
+	me.ncodecs = (uint8_t)gw_codec_list_parse("int8,topk,none", me.codecs, GW_HS_MAX_CODECS,
+						  err, sizeof(err));
 	len = gw_hs_hello_build(&me, raw, sizeof(raw));
 	FUZZ_CHECK(len > 0 && !gw_hs_hello_parse(raw, (size_t)len, &me), "own HELLO");
-	if (peer.ncodecs == 0)	/* only codecs this build does not know */
+	if (peer.ncodecs == 0) /* only codecs this build does not know */
 		return;
-	rc1 = gw_hs_decide(&me, raw, (size_t)len, &peer, data, size,
-			   psk, &r1, err, sizeof(err));
+	rc1 = gw_hs_decide(&me, raw, (size_t)len, &peer, data, size, psk, &r1, err, sizeof(err));
 	rc2 = gw_hs_decide(&peer, data, size, &me, raw, (size_t)len,
-			   (peer.flags & GW_HS_F_HAS_KEY) ? psk : NULL, &r2, err2,
-			   sizeof(err2));
+			   (peer.flags & GW_HS_F_HAS_KEY) ? psk : NULL, &r2, err2, sizeof(err2));
 	FUZZ_CHECK(rc1 == rc2, "sides disagree: %d (%s) vs %d (%s)", rc1, err, rc2, err2);
 	if (!rc1) {
 		FUZZ_CHECK(r1.codec.ops->id == r2.codec.ops->id &&
-			   !memcmp(&r1.codec.p, &r2.codec.p, sizeof(r1.codec.p)) &&
-			   r1.mac == r2.mac && !memcmp(r1.transcript, r2.transcript, 32),
+				   !memcmp(&r1.codec.p, &r2.codec.p, sizeof(r1.codec.p)) &&
+				   r1.mac == r2.mac && !memcmp(r1.transcript, r2.transcript, 32),
 			   "sides decided differently");
 		FUZZ_CHECK(!r1.mac || (!memcmp(r1.key_send, r2.key_recv, 32) &&
 				       !memcmp(r1.key_recv, r2.key_send, 32)),
@@ -65,8 +66,8 @@ static void finished(const uint8_t *data, size_t size)
 		memset(r.fin_peer, 0x5a, sizeof(r.fin_peer));
 		memcpy(r.fin_mine, r.fin_peer, sizeof(r.fin_mine));
 		rc = gw_hs_finished_check(&r, data, size, err, sizeof(err));
-		FUZZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EKEYREJECTED ||
-			   rc == -ECONNREFUSED, "check: %d", rc);
+		FUZZ_CHECK(rc == 0 || rc == -EBADMSG || rc == -EKEYREJECTED || rc == -ECONNREFUSED,
+			   "check: %d", rc);
 		if (rc)
 			continue;
 		len = gw_hs_finished_build(&r, 0, NULL, want, sizeof(want));

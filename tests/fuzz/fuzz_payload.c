@@ -46,11 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	rc = gw_payload_decode(data, size, y, n);
 	rc_add = gw_payload_decode_add(data, size, acc, n);
-	FUZZ_CHECK(rc == rc_add, "decode %d but decode_add %d (%s)", rc, rc_add,
-		   p.ops->impl);
+	FUZZ_CHECK(rc == rc_add, "decode %d but decode_add %d (%s)", rc, rc_add, p.ops->impl);
 	if (rc) {
-		FUZZ_CHECK(rc == -EBADMSG || rc == -ENOSYS, "decode: %d (%s)", rc,
-			   p.ops->impl);
+		FUZZ_CHECK(rc == -EBADMSG || rc == -ENOSYS, "decode: %d (%s)", rc, p.ops->impl);
 		bad = fuzz_first_not(y, n, FUZZ_CANARY_A);
 		FUZZ_CHECK(bad == n, "rejected (%d) but wrote y[%llu] (%s)", rc,
 			   (unsigned long long)bad, p.ops->impl);
@@ -59,9 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   (unsigned long long)bad, p.ops->impl);
 	} else {
 		bad = fuzz_add_mismatch(y, acc, n);
-		FUZZ_CHECK(bad == n, "decode_add differs from decode at %llu: "
-			   "%08x vs %08x (%s)", (unsigned long long)bad,
-			   bad < n ? fuzz_bits(y[bad]) : 0,
+		FUZZ_CHECK(bad == n,
+			   "decode_add differs from decode at %llu: "
+			   "%08x vs %08x (%s)",
+			   (unsigned long long)bad, bad < n ? fuzz_bits(y[bad]) : 0,
 			   bad < n ? fuzz_bits(acc[bad]) : 0, p.ops->impl);
 		/* The non-finite record is delivered as such. */
 		if (p.flags & GW_PF_NONFINITE)

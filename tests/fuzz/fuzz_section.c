@@ -79,13 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Reference: decode into canary A. */
 	fuzz_fill(ry, n, FUZZ_CANARY_A);
 	rrc = ref->decode(sec, len, n, ry);
-	FUZZ_CHECK(rrc == 0 || rrc == -EBADMSG || rrc == -ENOSYS, "%s: decode %d",
-		   ref->impl, rrc);
+	FUZZ_CHECK(rrc == 0 || rrc == -EBADMSG || rrc == -ENOSYS, "%s: decode %d", ref->impl, rrc);
 	if (rrc) {
 		bad = fuzz_first_not(ry, n, FUZZ_CANARY_A);
-		FUZZ_CHECK(bad == n, "%s rejected (%d) but wrote y[%llu] (n=%llu)",
-			   ref->impl, rrc, (unsigned long long)bad,
-			   (unsigned long long)n);
+		FUZZ_CHECK(bad == n, "%s rejected (%d) but wrote y[%llu] (n=%llu)", ref->impl, rrc,
+			   (unsigned long long)bad, (unsigned long long)n);
 	}
 
 	for (size_t k = 0; k < nimpls; k++) {
@@ -94,15 +92,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* Decode into canary B: same result as the reference into A. */
 		fuzz_fill(y, n, FUZZ_CANARY_B);
 		rc = o->decode(sec, len, n, y);
-		FUZZ_CHECK(rc == rrc, "%s decode %d but %s decode %d (n=%llu len=%zu)",
-			   o->impl, rc, ref->impl, rrc, (unsigned long long)n, len);
+		FUZZ_CHECK(rc == rrc, "%s decode %d but %s decode %d (n=%llu len=%zu)", o->impl, rc,
+			   ref->impl, rrc, (unsigned long long)n, len);
 		if (rc) {
 			bad = fuzz_first_not(y, n, FUZZ_CANARY_B);
-			FUZZ_CHECK(bad == n, "%s rejected (%d) but wrote y[%llu]",
-				   o->impl, rc, (unsigned long long)bad);
+			FUZZ_CHECK(bad == n, "%s rejected (%d) but wrote y[%llu]", o->impl, rc,
+				   (unsigned long long)bad);
 		} else {
 			bad = fuzz_first_diff(y, ry, n);
-			FUZZ_CHECK(bad == n, "%s y[%llu] = %08x but %s gives %08x "
+			FUZZ_CHECK(bad == n,
+				   "%s y[%llu] = %08x but %s gives %08x "
 				   "(unwritten element or implementations disagree)",
 				   o->impl, (unsigned long long)bad,
 				   bad < n ? fuzz_bits(y[bad]) : 0, ref->impl,
@@ -115,12 +114,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(rc == rrc, "%s decode_add %d but decode %d", o->impl, rc, rrc);
 		if (rc) {
 			bad = fuzz_first_not(acc, n, fuzz_bits(-0.0f));
-			FUZZ_CHECK(bad == n, "%s decode_add rejected (%d) but wrote "
-				   "acc[%llu]", o->impl, rc, (unsigned long long)bad);
+			FUZZ_CHECK(bad == n,
+				   "%s decode_add rejected (%d) but wrote "
+				   "acc[%llu]",
+				   o->impl, rc, (unsigned long long)bad);
 		} else {
 			bad = fuzz_add_mismatch(ry, acc, n);
-			FUZZ_CHECK(bad == n, "%s decode_add differs from decode at %llu: "
-				   "%08x vs %08x", o->impl, (unsigned long long)bad,
+			FUZZ_CHECK(bad == n,
+				   "%s decode_add differs from decode at %llu: "
+				   "%08x vs %08x",
+				   o->impl, (unsigned long long)bad,
 				   bad < n ? fuzz_bits(acc[bad]) : 0,
 				   bad < n ? fuzz_bits(ry[bad]) : 0);
 		}

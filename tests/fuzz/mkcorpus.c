@@ -47,12 +47,23 @@ static const char *const section_names[] = {
 #define NSECTION (sizeof(section_names) / sizeof(section_names[0]))
 
 static const char *const specs[] = {
-	"none", "fp16", "bf16",
-	"int8", "int8:bucket=4", "int8:bucket=1", "int8:rounding=stochastic,seed=7",
-	"onebit", "onebit:bucket=3",
-	"topk:ratio=0.01", "topk:ratio=0.5", "topk:ratio=1",
-	"randomk:ratio=0.01", "randomk:ratio=0.5,seed=42",
-	"powersgd", "powersgd:rank=1,min_factor=1", "powersgd:rank=6,min_factor=1",
+	"none",
+	"fp16",
+	"bf16",
+	"int8",
+	"int8:bucket=4",
+	"int8:bucket=1",
+	"int8:rounding=stochastic,seed=7",
+	"onebit",
+	"onebit:bucket=3",
+	"topk:ratio=0.01",
+	"topk:ratio=0.5",
+	"topk:ratio=1",
+	"randomk:ratio=0.01",
+	"randomk:ratio=0.5,seed=42",
+	"powersgd",
+	"powersgd:rank=1,min_factor=1",
+	"powersgd:rank=6,min_factor=1",
 	"powersgd:rank=2,cols=3,min_factor=1",
 };
 
@@ -98,8 +109,7 @@ static void put(const char *target, const void *data, size_t len)
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "wb");
-	if (!f || (len && fwrite(data, 1, len, f) != len) || fclose(f) ||
-	    rename(tmp, path)) {
+	if (!f || (len && fwrite(data, 1, len, f) != len) || fclose(f) || rename(tmp, path)) {
 		fprintf(stderr, "gw-mkcorpus: write %s: %s\n", path, strerror(errno));
 		exit(1);
 	}
@@ -148,8 +158,8 @@ static void fill(float *x, uint64_t n, enum dataset ds)
 	}
 	if (ds == HARD) {
 		static const float hard[] = {
-			0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1e-40f, -1e-45f, 65504.0f,
-			65520.0f, 1e6f, -3.4e38f, 3.4028235e38f, 6.1e-5f, 1.0009765625f,
+			0.0f,	  -0.0f,    1.0f, -1.0f,    0.5f,	   1e-40f,  -1e-45f,
+			65504.0f, 65520.0f, 1e6f, -3.4e38f, 3.4028235e38f, 6.1e-5f, 1.0009765625f,
 		};
 
 		for (uint64_t i = 0; i < n; i++)
@@ -173,10 +183,10 @@ static void mutate_payload(const uint8_t *p, size_t len)
 	if (!b)
 		abort();
 	memcpy(b, p, len);
-	put("fuzz_payload", b, len - 1);	/* truncated */
+	put("fuzz_payload", b, len - 1); /* truncated */
 	put("fuzz_payload", b, len / 2);
 	b[len] = 0;
-	put("fuzz_payload", b, len + 1);	/* trailing byte */
+	put("fuzz_payload", b, len + 1); /* trailing byte */
 	for (size_t i = 0; i < sizeof(flips) / sizeof(flips[0]); i++) {
 		if (flips[i] >= len)
 			continue;
@@ -184,7 +194,7 @@ static void mutate_payload(const uint8_t *p, size_t len)
 		put("fuzz_payload", b, len);
 		b[flips[i]] ^= 0x01;
 	}
-	if (len > 40) {			/* the middle of the section */
+	if (len > 40) { /* the middle of the section */
 		b[len / 2 + 20] ^= 0x80;
 		put("fuzz_payload", b, len);
 	}
@@ -252,12 +262,12 @@ static int seed_spec(const char *spec)
 			if (ds == NONFINITE && n == 0)
 				goto next;
 			fill(x, n, (enum dataset)ds);
-			len = gw_payload_encode(&c, state, scratch, x, NULL, NULL, n,
-						out, cap);
+			len = gw_payload_encode(&c, state, scratch, x, NULL, NULL, n, out, cap);
 			if (len == -ENOSYS) {
-				fprintf(stderr, "gw-mkcorpus: %s (%s): encode not "
-					"implemented in this build, skipped\n", spec,
-					c.ops->impl);
+				fprintf(stderr,
+					"gw-mkcorpus: %s (%s): encode not "
+					"implemented in this build, skipped\n",
+					spec, c.ops->impl);
 				free(x), free(y), free(out), free(state), free(scratch);
 				return 1;
 			}
@@ -270,22 +280,22 @@ static int seed_spec(const char *spec)
 			if (!rc)
 				rc = gw_payload_decode(out, (size_t)len, y, n);
 			if (rc) {
-				fprintf(stderr, "gw-mkcorpus: %s n=%llu: its own payload "
-					"does not decode: %s\n", spec,
-					(unsigned long long)n, gw_strerror(rc));
+				fprintf(stderr,
+					"gw-mkcorpus: %s n=%llu: its own payload "
+					"does not decode: %s\n",
+					spec, (unsigned long long)n, gw_strerror(rc));
 				exit(1);
 			}
 			put("fuzz_payload", out, (size_t)len);
 			if (c.ops->id < NSECTION)
-				put_section(c.ops->id, (uint32_t)n, p.section,
-					    p.section_len);
+				put_section(c.ops->id, (uint32_t)n, p.section, p.section_len);
 			if ((n == 7 || n == 64) && ds != HARD) {
 				mutate_payload(out, (size_t)len);
 				if (c.ops->id < NSECTION)
-					mutate_section(c.ops->id, (uint32_t)n,
-						       p.section, p.section_len);
+					mutate_section(c.ops->id, (uint32_t)n, p.section,
+						       p.section_len);
 			}
-next:
+		next:
 			free(x), free(y), free(out), free(state), free(scratch);
 		}
 	}
@@ -340,7 +350,7 @@ static void seed_handmade(void)
 	b[5] = 0;
 	put_le64(b + 8, (UINT64_C(1) << 40) + 1);
 	put("fuzz_payload", b, 28);
-	put_le64(b + 8, (UINT64_C(1) << 20) + 1);	/* valid, above the target's cap */
+	put_le64(b + 8, (UINT64_C(1) << 20) + 1); /* valid, above the target's cap */
 	put_le64(b + 16, 4 * ((UINT64_C(1) << 20) + 1));
 	put("fuzz_payload", b, 28);
 	put_le64(b + 8, 1);
@@ -386,12 +396,11 @@ static void seed_frames(void)
 			memcpy(buf + 5, &seq, 4);
 			for (size_t i = 0; i < len; i++)
 				buf[9 + GW_FRAME_HDR + i] = (uint8_t)(i * 3);
-			fl = gw_frame_seal(m, (enum gw_mac_alg)alg, &h, buf + 9,
-					   sizeof(buf) - 9);
+			fl = gw_frame_seal(m, (enum gw_mac_alg)alg, &h, buf + 9, sizeof(buf) - 9);
 			if (fl < 0)
 				abort();
 			put("fuzz_frame", buf, 9 + (size_t)fl);
-			buf[9 + 20] ^= 1;	/* and a tampered copy */
+			buf[9 + 20] ^= 1; /* and a tampered copy */
 			put("fuzz_frame", buf, 9 + (size_t)fl);
 		}
 		gw_mac_destroy(m);
@@ -406,13 +415,16 @@ static void seed_handshake(void)
 	uint8_t buf[1 + GW_HS_HELLO_MAX];
 
 	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
-		struct gw_hs_hello h = { .version = GW_HS_VERSION, .size = 4,
-					 .rank = (uint32_t)i, .host_id = 9,
-					 .mac_mode = (uint8_t)(i % 3), .nalgs = 2,
-					 .algs = { 2, 1 }, .flags = (uint16_t)(i & 3) };
+		struct gw_hs_hello h = { .version = GW_HS_VERSION,
+					 .size = 4,
+					 .rank = (uint32_t)i,
+					 .host_id = 9,
+					 .mac_mode = (uint8_t)(i % 3),
+					 .nalgs = 2,
+					 .algs = { 2, 1 },
+					 .flags = (uint16_t)(i & 3) };
 		char err[128];
-		int n = gw_codec_list_parse(lists[i], h.codecs, GW_HS_MAX_CODECS,
-					    err, sizeof(err));
+		int n = gw_codec_list_parse(lists[i], h.codecs, GW_HS_MAX_CODECS, err, sizeof(err));
 		ssize_t len;
 
 		if (n < 0)
@@ -431,8 +443,8 @@ static void seed_handshake(void)
 		buf[0] = 1;
 		len = gw_hs_finished_build(&r, 0, NULL, buf + 1, sizeof(buf) - 1);
 		put("fuzz_handshake", buf, 1 + (size_t)len);
-		len = gw_hs_finished_build(NULL, -ENOPROTOOPT, "no common codec",
-					   buf + 1, sizeof(buf) - 1);
+		len = gw_hs_finished_build(NULL, -ENOPROTOOPT, "no common codec", buf + 1,
+					   sizeof(buf) - 1);
 		put("fuzz_handshake", buf, 1 + (size_t)len);
 	}
 }
@@ -463,8 +475,7 @@ int main(int argc, char **argv)
 	seed_handmade();
 	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
 		stubs += seed_spec(specs[i]);
-	printf("gw-mkcorpus: %s: %lu new file(s), %lu already there%s\n", root,
-	       written, existing,
+	printf("gw-mkcorpus: %s: %lu new file(s), %lu already there%s\n", root, written, existing,
 	       stubs ? "; some codecs skipped (see above): re-run once they land" : "");
 	return 0;
 }
