@@ -149,6 +149,6 @@ extern const struct gw_codec_ops gw_fp16_generic, gw_fp16_avx2, gw_fp16_avx512;
 extern const struct gw_codec_ops gw_bf16_generic, gw_bf16_avx2, gw_bf16_avx512;
 extern const struct gw_codec_ops gw_int8_generic, gw_int8_avx2, gw_int8_avx512;
 extern const struct gw_codec_ops gw_onebit_generic, gw_onebit_avx2;
-extern const struct gw_codec_ops gw_powersgd_generic;
+extern const struct gw_codec_ops gw_powersgd_generic, gw_powersgd_avx2;
 
 #endif

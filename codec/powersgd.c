@@ -33,23 +33,10 @@
  */
 #include <math.h>
 #include "codec_impl.h"
-#include "lowrank.h"
+#include "powersgd_kern.h"
 
 #define HDR 24
 #define RANGE_MAX 0x1p60f
-#define LANES 16
-
-/*
- * The matrix kernels are built twice, baseline x86-64 and AVX2, and picked
- * at load time (ifunc). Same C, same operations in the same order, no
- * contraction into FMA (-ffp-contract=off): the AVX2 clone only does more
- * lanes per instruction, so both give the same bits.
- */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(GW_NO_CLONES)
-#define GW_PSGD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define GW_PSGD_CLONES
-#endif
 
 void gw_psgd_view(const struct gw_codec_params *p, uint64_t n, struct gw_psgd_view *v)
 {
@@ -144,130 +131,26 @@ void gw_psgd_q_prepare(const struct gw_codec_params *p, const struct gw_psgd_vie
 	}
 }
 
-/* Row i of M: its values and their count (the last row may be short). */
-static uint64_t row_len(const struct gw_psgd_view *v, uint64_t i)
+/*
+ * The kernels of the best usable implementation, chosen the way the codec
+ * table chooses (gw_codec_find()): every implementation gives the same bits
+ * (tests/test_conformance.c), so this only decides the speed.
+ */
+static const struct gw_psgd_kernels *best(void)
 {
-	uint64_t b = i * v->cols;
+	const struct gw_codec_ops *o = gw_codec_find("powersgd");
 
-	return v->n - b < v->cols ? v->n - b : v->cols;
-}
-
-/* Fixed order: LANES partial sums, a pairwise tree, then the tail. */
-static float dot(const float *a, const float *b, uint64_t len)
-{
-	float s[LANES] = { 0 }, t = 0;
-	uint64_t j = 0;
-
-	for (; j + LANES <= len; j += LANES)
-		for (int l = 0; l < LANES; l++)
-			s[l] += a[j + l] * b[j + l];
-	for (; j < len; j++)
-		t += a[j] * b[j];
-	for (int w = LANES / 2; w > 0; w /= 2)
-		for (int l = 0; l < w; l++)
-			s[l] += s[l + w];
-	return s[0] + t;
-}
-
-/* The sums of dot() for four rows against one b: the same bits as four
- * calls, with b loaded once (four times fewer trips to L2 for Q). */
-static void dot4(const float *const a[4], const float *b, uint64_t len, float out[4])
-{
-	float s[4][LANES] = { { 0 } }, t[4] = { 0 };
-	uint64_t j = 0;
-
-	for (; j + LANES <= len; j += LANES)
-		for (int l = 0; l < LANES; l++) {
-			float bb = b[j + l];
-
-			s[0][l] += a[0][j + l] * bb;
-			s[1][l] += a[1][j + l] * bb;
-			s[2][l] += a[2][j + l] * bb;
-			s[3][l] += a[3][j + l] * bb;
-		}
-	for (; j < len; j++)
-		for (int r = 0; r < 4; r++)
-			t[r] += a[r][j] * b[j];
-	for (int r = 0; r < 4; r++) {
-		for (int w = LANES / 2; w > 0; w /= 2)
-			for (int l = 0; l < w; l++)
-				s[r][l] += s[r][l + w];
-		out[r] = s[r][0] + t[r];
-	}
-}
-
-static GW_PSGD_CLONES void mq_kernel(const float *m, const struct gw_psgd_view *v, const float *qt,
-				     float *pt)
-{
-	uint64_t i = 0, cols = v->cols, rows = v->rows;
-
-	/* Full rows four at a time, then the rest (the last may be short). */
-	for (; i + 4 <= rows && (i + 4) * cols <= v->n; i += 4) {
-		const float *a[4] = { m + i * cols, m + (i + 1) * cols, m + (i + 2) * cols,
-				      m + (i + 3) * cols };
-
-		for (uint32_t k = 0; k < v->rank; k++) {
-			float d[4];
-
-			dot4(a, qt + (uint64_t)k * cols, cols, d);
-			for (int r = 0; r < 4; r++)
-				pt[(uint64_t)k * rows + i + r] = d[r];
-		}
-	}
-	for (; i < rows; i++) {
-		const float *row = m + i * cols;
-		uint64_t len = row_len(v, i);
-
-		for (uint32_t k = 0; k < v->rank; k++)
-			pt[(uint64_t)k * rows + i] = dot(row, qt + (uint64_t)k * cols, len);
-	}
+	return o == &gw_powersgd_avx2 ? &gw_psgd_kernels_avx2 : &gw_psgd_kernels_generic;
 }
 
 void gw_psgd_mq(const float *m, const struct gw_psgd_view *v, const float *qt, float *pt)
 {
-	mq_kernel(m, v, qt, pt);
-}
-
-/*
- * Q[j][k] = sum over rows i ascending of M[i][j] P[i][k], each step one
- * product added to the running value; four rows per pass over Q (the same
- * additions in the same order, Q loaded and stored a quarter as often).
- */
-static GW_PSGD_CLONES void mtp_kernel(const float *m, const struct gw_psgd_view *v, const float *pt,
-				      float *qt)
-{
-	uint64_t i = 0, cols = v->cols, rows = v->rows;
-
-	memset(qt, 0, (size_t)cols * v->rank * sizeof(float));
-	for (; i + 4 <= rows && (i + 4) * cols <= v->n; i += 4) {
-		const float *m0 = m + i * cols, *m1 = m0 + cols, *m2 = m1 + cols, *m3 = m2 + cols;
-
-		for (uint32_t k = 0; k < v->rank; k++) {
-			const float *p = pt + (uint64_t)k * rows + i;
-			float a0 = p[0], a1 = p[1], a2 = p[2], a3 = p[3];
-			float *q = qt + (uint64_t)k * cols;
-
-			for (uint64_t j = 0; j < cols; j++)
-				q[j] = (((q[j] + a0 * m0[j]) + a1 * m1[j]) + a2 * m2[j]) +
-				       a3 * m3[j];
-		}
-	}
-	for (; i < rows; i++) {
-		const float *row = m + i * cols;
-		uint64_t len = row_len(v, i);
-
-		for (uint32_t k = 0; k < v->rank; k++) {
-			float a = pt[(uint64_t)k * rows + i], *q = qt + (uint64_t)k * cols;
-
-			for (uint64_t j = 0; j < len; j++)
-				q[j] += a * row[j];
-		}
-	}
+	best()->mq(m, v, qt, pt);
 }
 
 void gw_psgd_mtp(const float *m, const struct gw_psgd_view *v, const float *pt, float *qt)
 {
-	mtp_kernel(m, v, pt, qt);
+	best()->mtp(m, v, pt, qt);
 }
 
 size_t gw_psgd_work_size(uint64_t rows, uint32_t r)
@@ -370,62 +253,10 @@ void gw_psgd_orthonormalize(float *pt, uint64_t rows, uint32_t r, double *work)
 		pt[t] = (float)work[t];
 }
 
-static GW_PSGD_CLONES void reconstruct_kernel(const void *p, const void *q,
-					      const struct gw_psgd_view *v, const float *y,
-					      float *out, enum gw_psgd_mode mode)
-{
-	enum { BUF = 2048 };
-	const uint8_t *pb = p, *qb = q;
-	float qblk[BUF], t[BUF];
-	uint64_t cols = v->cols, rows = v->rows, n = v->n;
-	uint32_t r = v->rank;
-	uint64_t width = BUF / r;
-
-	/* A block of columns at a time, its slice of Q copied once (aligned,
-	 * and read from the wire bytes with memcpy). */
-	for (uint64_t jb = 0; jb < cols; jb += width) {
-		uint64_t w = cols - jb < width ? cols - jb : width;
-
-		for (uint32_t k = 0; k < r; k++)
-			memcpy(qblk + k * w, qb + 4 * ((uint64_t)k * cols + jb), 4 * w);
-		for (uint64_t i = 0; i < rows; i++) {
-			uint64_t base = i * cols + jb, wl;
-			float *o = out + base;
-			float pk = gw_u2f(gw_get32(pb + 4 * i));
-
-			if (base >= n)
-				break;
-			wl = n - base < w ? n - base : w;
-			for (uint64_t j = 0; j < wl; j++)
-				t[j] = pk * qblk[j];
-			for (uint32_t k = 1; k < r; k++) {
-				const float *qk = qblk + k * w;
-
-				pk = gw_u2f(gw_get32(pb + 4 * ((uint64_t)k * rows + i)));
-				for (uint64_t j = 0; j < wl; j++)
-					t[j] += pk * qk[j];
-			}
-			switch (mode) {
-			case GW_PSGD_SET:
-				memcpy(o, t, wl * sizeof(float));
-				break;
-			case GW_PSGD_ADD:
-				for (uint64_t j = 0; j < wl; j++)
-					o[j] += t[j];
-				break;
-			case GW_PSGD_SUB:
-				for (uint64_t j = 0; j < wl; j++)
-					o[j] = y[base + j] - t[j];
-				break;
-			}
-		}
-	}
-}
-
 void gw_psgd_reconstruct(const void *p, const void *q, const struct gw_psgd_view *v, const float *y,
 			 float *out, enum gw_psgd_mode mode)
 {
-	reconstruct_kernel(p, q, v, y, out, mode);
+	best()->reconstruct(p, q, v, y, out, mode);
 }
 
 /* ---- the codec ------------------------------------------------------------ */
@@ -435,13 +266,13 @@ static size_t align64(size_t b)
 	return (b + 63) & ~(size_t)63;
 }
 
-static size_t psgd_state_size(const struct gw_codec *c, uint64_t n)
+size_t gw_psgd_op_state_size(const struct gw_codec *c, uint64_t n)
 {
 	return gw_psgd_state_size(&c->p, n);
 }
 
 /* Scratch: qn (cols x r') | pt (rows x r') | work (doubles). */
-static size_t psgd_scratch_size(const struct gw_codec *c, uint64_t n)
+size_t gw_psgd_op_scratch_size(const struct gw_codec *c, uint64_t n)
 {
 	struct gw_psgd_view v;
 
@@ -452,7 +283,7 @@ static size_t psgd_scratch_size(const struct gw_codec *c, uint64_t n)
 	       gw_psgd_work_size(v.rows, v.rank) * sizeof(double) + 64;
 }
 
-static size_t psgd_bound(const struct gw_codec *c, uint64_t n)
+size_t gw_psgd_op_bound(const struct gw_codec *c, uint64_t n)
 {
 	(void)c;
 	return n > GW_MAX_ELEMS ? 0 : HDR + (size_t)n * 4;
@@ -485,9 +316,9 @@ static void put_hdr(uint8_t *o, uint8_t form, const struct gw_psgd_view *v)
 	gw_put64(o + 16, v->cols);
 }
 
-static ssize_t psgd_encode(const struct gw_codec *c, void *state, void *scratch, const float *x,
-			   const float *res, float *res_out, uint64_t n, void *out, size_t cap,
-			   struct gw_enc_info *info)
+ssize_t gw_psgd_encode(const struct gw_psgd_kernels *k, const struct gw_codec *c, void *state,
+		       void *scratch, const float *x, const float *res, float *res_out, uint64_t n,
+		       void *out, size_t cap, struct gw_enc_info *info)
 {
 	struct gw_psgd_view v;
 	uint8_t *o = out;
@@ -538,14 +369,14 @@ static ssize_t psgd_encode(const struct gw_codec *c, void *state, void *scratch,
 			m = res_out;
 		}
 		gw_psgd_q_prepare(&c->p, &v, state, qn);
-		gw_psgd_mq(m, &v, qn, pt);
+		k->mq(m, &v, qn, pt);
 		gw_psgd_orthonormalize(pt, v.rows, v.rank, work);
-		gw_psgd_mtp(m, &v, pt, q);
+		k->mtp(m, &v, pt, q);
 		put_hdr(o, 1, &v);
 		memcpy(po, pt, (size_t)v.rows * v.rank * 4);
 		memcpy(qo, q, (size_t)v.cols * v.rank * 4);
 		if (res)
-			gw_psgd_reconstruct(po, qo, &v, res_out, res_out, GW_PSGD_SUB);
+			k->reconstruct(po, qo, &v, res_out, res_out, GW_PSGD_SUB);
 	}
 	return (ssize_t)size;
 }
@@ -579,7 +410,8 @@ static int parse(const uint8_t *b, size_t len, uint64_t n, struct gw_psgd_view *
 	return 0;
 }
 
-static int decode(const void *in, size_t len, uint64_t n, float *y, int add)
+int gw_psgd_decode(const struct gw_psgd_kernels *k, const void *in, size_t len, uint64_t n,
+		   float *y, int add)
 {
 	const uint8_t *b = in;
 	struct gw_psgd_view v;
@@ -595,33 +427,9 @@ static int decode(const void *in, size_t len, uint64_t n, float *y, int add)
 		}
 		return 0;
 	}
-	gw_psgd_reconstruct(b + HDR, b + HDR + (size_t)v.rows * v.rank * 4, &v, NULL, y,
-			    add ? GW_PSGD_ADD : GW_PSGD_SET);
+	k->reconstruct(b + HDR, b + HDR + (size_t)v.rows * v.rank * 4, &v, NULL, y,
+		       add ? GW_PSGD_ADD : GW_PSGD_SET);
 	return 0;
 }
 
-static int psgd_decode(const void *in, size_t len, uint64_t n, float *y)
-{
-	return decode(in, len, n, y, 0);
-}
-
-static int psgd_decode_add(const void *in, size_t len, uint64_t n, float *acc)
-{
-	return decode(in, len, n, acc, 1);
-}
-
-const struct gw_codec_ops gw_powersgd_generic = {
-	.size = sizeof(struct gw_codec_ops),
-	.name = "powersgd",
-	.impl = "powersgd-generic",
-	.id = GW_CODEC_POWERSGD,
-	.lossy = true,
-	.priority = 100,
-	.params = gw_params_powersgd,
-	.state_size = psgd_state_size,
-	.scratch_size = psgd_scratch_size,
-	.bound = psgd_bound,
-	.encode = psgd_encode,
-	.decode = psgd_decode,
-	.decode_add = psgd_decode_add,
-};
+GW_PSGD_OPS(gw_powersgd_generic, gw_psgd_kernels_generic, "powersgd-generic", 100, NULL)

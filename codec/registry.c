@@ -20,11 +20,11 @@
 #include "codec_impl.h"
 
 static const struct gw_codec_ops *const table[] = {
-	&gw_none_generic,     &gw_topk_generic, &gw_topk_avx2,	    &gw_topk_avx512,
-	&gw_randomk_generic,  &gw_fp16_generic, &gw_fp16_avx2,	    &gw_fp16_avx512,
-	&gw_bf16_generic,     &gw_bf16_avx2,	&gw_bf16_avx512,    &gw_int8_generic,
-	&gw_int8_avx2,	      &gw_int8_avx512,	&gw_onebit_generic, &gw_onebit_avx2,
-	&gw_powersgd_generic,
+	&gw_none_generic,     &gw_topk_generic,	 &gw_topk_avx2,	     &gw_topk_avx512,
+	&gw_randomk_generic,  &gw_fp16_generic,	 &gw_fp16_avx2,	     &gw_fp16_avx512,
+	&gw_bf16_generic,     &gw_bf16_avx2,	 &gw_bf16_avx512,    &gw_int8_generic,
+	&gw_int8_avx2,	      &gw_int8_avx512,	 &gw_onebit_generic, &gw_onebit_avx2,
+	&gw_powersgd_generic, &gw_powersgd_avx2,
 };
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
 
