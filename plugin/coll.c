@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll_impl.h"
-#include "coll_lowrank.h"
 
 int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 {
@@ -57,7 +56,10 @@ void gw_coll_destroy(struct gw_coll *c)
 	free(c->scratch);
 	free(c->req);
 	free(c->descs);
-	gw_lowrank_destroy(c->lr);
+	free(c->lr.p);
+	free(c->lr.q);
+	free(c->lr.qn);
+	free(c->lr.work);
 	free(c);
 }
 

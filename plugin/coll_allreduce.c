@@ -117,8 +117,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 		rc = agree(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the first lossy call's agreement)", 0);
-		rc = gw_coll_lowrank_allreduce(c, &c->lr, slot_of(coll_stream_of(c, key), 0), buf,
-					       n);
+		rc = gw_coll_lowrank_allreduce(c, slot_of(coll_stream_of(c, key), 0), buf, n);
 		if (rc < 0)
 			return coll_fail(c, rc, "allreduce (low rank)", 0);
 		if (rc == 0)

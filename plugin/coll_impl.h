@@ -45,7 +45,11 @@ struct gw_coll {
 	size_t scratch_cap;	       /* bytes, as req_cap (gw_grow()) */
 	struct gw_ctx_req *req;	       /* allreduce: receives, then sends, per unit */
 	size_t req_cap;
-	struct gw_lowrank *lr; /* PowerSGD's allreduce (coll_lowrank.c) */
+	struct lowrank_bufs {	   /* PowerSGD's allreduce (coll_lowrank.c grows them) */
+		float *p, *q, *qn; /* rows * r + 1, cols * r, cols * r */
+		double *work;	   /* the orthonormalization's */
+		size_t p_cap, q_cap, qn_cap, work_cap;
+	} lr;
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */

@@ -41,23 +41,6 @@
 
 #define RANGE_MAX 0x1p60f
 
-struct gw_lowrank {
-	float *p, *q, *qn; /* rows * r + 1, cols * r, cols * r */
-	double *work;
-	size_t p_cap, q_cap, qn_cap, work_cap;
-};
-
-void gw_lowrank_destroy(struct gw_lowrank *lr)
-{
-	if (!lr)
-		return;
-	free(lr->p);
-	free(lr->q);
-	free(lr->qn);
-	free(lr->work);
-	free(lr);
-}
-
 /*
  * The exact sum of the factor called id (GW_COLL_ID_LOWRANK_*) on every
  * rank: what gw_coll_allreduce_id() does with it (the call check, then the
@@ -74,7 +57,7 @@ static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
 	return rc ? rc : coll_ring_allreduce(c, key, buf, n, 0);
 }
 
-static int buffers(struct gw_lowrank *lr, const struct gw_psgd_view *v)
+static int buffers(struct lowrank_bufs *lr, const struct gw_psgd_view *v)
 {
 	size_t q = (size_t)v->cols * v->rank * sizeof(float);
 	int rc;
@@ -104,12 +87,11 @@ static int form_m(float *buf, const float *res, uint64_t n)
 	return bad != 0;
 }
 
-int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp, uint32_t slot, float *buf,
-			      uint64_t n)
+int gw_coll_lowrank_allreduce(struct gw_coll *c, uint32_t slot, float *buf, uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
 	const struct gw_codec *codec = &c->lowrank_codec;
-	struct gw_lowrank *lr = *lrp;
+	struct lowrank_bufs *lr = &c->lr;
 	struct gw_ctx_own e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
@@ -118,12 +100,6 @@ int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lrp, uint32
 
 	if (!c->lowrank)
 		return GW_LOWRANK_DECLINED;
-	if (!lr) {
-		lr = calloc(1, sizeof(*lr));
-		if (!lr)
-			return -ENOMEM;
-		*lrp = lr;
-	}
 
 	gw_psgd_view(&codec->p, n, &v);
 	if (n * sizeof(float) < gw_ctx_min_compress_bytes(ctx) || !v.rank)

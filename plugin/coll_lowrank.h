@@ -18,23 +18,18 @@
 #define GW_COLL_ID_LOWRANK_P UINT32_C(0xfffffff0)
 #define GW_COLL_ID_LOWRANK_Q UINT32_C(0xfffffff1)
 
-struct gw_lowrank;
-
 /**
  * gw_coll_lowrank_allreduce() - allreduce buf[0..n) in place as PowerSGD's
  * linear form, when every connection of every rank negotiated powersgd with
  * the same parameters (c->lowrank: the first lossy call's agreement,
- * coll_allreduce.c, which must have run). *lr holds the buffers.
+ * coll_allreduce.c, which must have run). Its buffers are c->lr, which
+ * gw_coll_destroy() frees.
  * @slot: the tensor's own slot; its residual and Q live in the context's
  *        residual store under (own rank, slot).
  * Return: 0 (done: buf holds the sum; the caller averages), GW_LOWRANK_DECLINED,
  * GW_LOWRANK_EXACT (buf may now hold x + residual: reduce it exactly), or
  * -errno.
  */
-int gw_coll_lowrank_allreduce(struct gw_coll *c, struct gw_lowrank **lr, uint32_t slot, float *buf,
-			      uint64_t n);
-
-/** gw_lowrank_destroy() - accepts NULL. */
-void gw_lowrank_destroy(struct gw_lowrank *lr);
+int gw_coll_lowrank_allreduce(struct gw_coll *c, uint32_t slot, float *buf, uint64_t n);
 
 #endif

@@ -189,14 +189,11 @@ static int parse(const struct param *p, const char *v, struct gw_config *cfg, ch
 			goto bad;
 		*(const char **)(void *)f = v;
 		return 0;
-	case T_ALGS: {
-		uint8_t algs[GW_HS_MAX_ALGS];
-
-		if (gw_mac_alg_list_parse(v, algs, GW_HS_MAX_ALGS) < 0)
+	case T_ALGS:
+		if (gw_ctx_mac_algs_check(v))
 			goto bad;
 		*(const char **)(void *)f = v;
 		return 0;
-	}
 	case T_INT: {
 		char *end;
 		long n;

@@ -270,6 +270,13 @@ int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving);
 /** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0. */
 uint64_t gw_ctx_host_id_default(void);
 
+/**
+ * gw_ctx_mac_algs_check() - whether list is a valid cfg->mac_algs value: a
+ * comma-separated list of the MAC algorithms gradwire offers.
+ * Return: 0, or -EINVAL.
+ */
+int gw_ctx_mac_algs_check(const char *list);
+
 /** gw_ctx_codec() - the codec negotiated with peer. */
 const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
 int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s);

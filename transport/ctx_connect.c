@@ -33,6 +33,13 @@ uint64_t gw_ctx_host_id_default(void)
 	return h ? h : 1;
 }
 
+int gw_ctx_mac_algs_check(const char *list)
+{
+	uint8_t algs[GW_HS_MAX_ALGS];
+
+	return gw_mac_alg_list_parse(list, algs, GW_HS_MAX_ALGS) < 0 ? -EINVAL : 0;
+}
+
 static int parse_algs(const char *list, struct gw_hs_hello *h, char *err, size_t errlen)
 {
 	int n;
