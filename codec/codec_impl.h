@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "gradwire/codec.h"
+#include "../common/bytes.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gradwire's codecs assume a little-endian host"
@@ -41,37 +42,6 @@ static inline float gw_u2f(uint32_t u)
 static inline int gw_nonfinite(float f)
 {
 	return (gw_f2u(f) & 0x7f800000u) == 0x7f800000u;
-}
-
-static inline void gw_put16(uint8_t *p, uint16_t v)
-{
-	memcpy(p, &v, 2);
-}
-static inline void gw_put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-static inline void gw_put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-static inline uint16_t gw_get16(const uint8_t *p)
-{
-	uint16_t v;
-	memcpy(&v, p, 2);
-	return v;
-}
-static inline uint32_t gw_get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-static inline uint64_t gw_get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
 }
 
 /* SplitMix64: one step of the generator, and a stateless mix of a counter. */

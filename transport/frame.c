@@ -10,28 +10,8 @@
  */
 #include <errno.h>
 #include <string.h>
+#include "../common/bytes.h"
 #include "frame.h"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
-}
 
 size_t gw_frame_bound(size_t body_len, enum gw_mac_alg alg)
 {
@@ -49,15 +29,15 @@ int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_f
 	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) || head_len < GW_FRAME_HDR ||
 	    head_len - GW_FRAME_HDR > h->len || (tail_len && !tail))
 		return -EINVAL;
-	put32(head, GW_FRAME_MAGIC);
+	gw_put32(head, GW_FRAME_MAGIC);
 	head[4] = GW_FRAME_VERSION;
 	head[5] = h->kind;
 	head[6] = (uint8_t)alg;
 	head[7] = h->flags;
-	put32(head + 8, h->slot);
-	put32(head + 12, 0);
-	put64(head + 16, h->seq);
-	put64(head + 24, h->len);
+	gw_put32(head + 8, h->slot);
+	gw_put32(head + 12, 0);
+	gw_put64(head + 16, h->seq);
+	gw_put64(head + 24, h->len);
 	return m ? gw_mac_sign(m, h->seq, h->slot, iov, tail_len ? 2 : 1, tag) : 0;
 }
 
@@ -93,17 +73,17 @@ int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame, s
 		if (gw_mac_verify(m, want_seq, want_slot, &iov, 1, frame + len - tag))
 			return -EKEYREJECTED;
 	}
-	if (get32(frame) != GW_FRAME_MAGIC)
+	if (gw_get32(frame) != GW_FRAME_MAGIC)
 		return -EBADMSG;
 	if (frame[4] != GW_FRAME_VERSION)
 		return -EPROTONOSUPPORT;
 	h->kind = frame[5];
 	h->flags = frame[7];
-	h->slot = get32(frame + 8);
-	h->seq = get64(frame + 16);
-	h->len = get64(frame + 24);
+	h->slot = gw_get32(frame + 8);
+	h->seq = gw_get64(frame + 16);
+	h->len = gw_get64(frame + 24);
 	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) || frame[6] != (uint8_t)alg ||
-	    (h->flags & ~GW_FRAME_F_LOSSY) || get32(frame + 12) != 0 ||
+	    (h->flags & ~GW_FRAME_F_LOSSY) || gw_get32(frame + 12) != 0 ||
 	    h->len != len - GW_FRAME_HDR - tag)
 		return -EBADMSG;
 	if (h->slot != want_slot || h->seq != want_seq)

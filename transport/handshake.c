@@ -37,43 +37,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include "../common/bytes.h"
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include "handshake.h"
 
 #define HELLO_MAGIC 0x31485747u	   /* "GWH1" */
 #define FINISHED_MAGIC 0x4e465747u /* "GWFN" */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	memcpy(p, &v, 2);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-	memcpy(&v, p, 2);
-	return v;
-}
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
-}
 
 ssize_t gw_hs_hello_build(const struct gw_hs_hello *h, uint8_t *buf, size_t cap)
 {
@@ -84,12 +54,12 @@ ssize_t gw_hs_hello_build(const struct gw_hs_hello *h, uint8_t *buf, size_t cap)
 		return -EINVAL;
 	if (cap < GW_HS_HELLO_MAX)
 		return -ENOSPC;
-	put32(buf, HELLO_MAGIC);
-	put16(buf + 4, h->version);
-	put16(buf + 6, h->flags);
-	put32(buf + 8, h->rank);
-	put32(buf + 12, h->size);
-	put64(buf + 16, h->host_id);
+	gw_put32(buf, HELLO_MAGIC);
+	gw_put16(buf + 4, h->version);
+	gw_put16(buf + 6, h->flags);
+	gw_put32(buf + 8, h->rank);
+	gw_put32(buf + 12, h->size);
+	gw_put64(buf + 16, h->host_id);
 	buf[24] = h->mac_mode;
 	buf[25] = h->nalgs;
 	buf[26] = h->ncodecs;
@@ -118,7 +88,7 @@ ssize_t gw_hs_hello_build(const struct gw_hs_hello *h, uint8_t *buf, size_t cap)
 			return -EINVAL;
 		buf[o] = (uint8_t)nl;
 		memcpy(buf + o + 1, h->agree[i].name, nl);
-		put64(buf + o + 1 + nl, h->agree[i].value);
+		gw_put64(buf + o + 1 + nl, h->agree[i].value);
 		o += 1 + nl + 8;
 	}
 	return (ssize_t)o;
@@ -138,15 +108,15 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
 	int ncodecs;
 
 	memset(h, 0, sizeof(*h));
-	if (!buf || len < 60 || get32(buf) != HELLO_MAGIC)
+	if (!buf || len < 60 || gw_get32(buf) != HELLO_MAGIC)
 		return -EBADMSG;
-	h->version = get16(buf + 4);
-	h->rank = get32(buf + 8);
+	h->version = gw_get16(buf + 4);
+	h->rank = gw_get32(buf + 8);
 	if (h->version != GW_HS_VERSION)
 		return -EPROTONOSUPPORT;
-	h->flags = get16(buf + 6);
-	h->size = get32(buf + 12);
-	h->host_id = get64(buf + 16);
+	h->flags = gw_get16(buf + 6);
+	h->size = gw_get32(buf + 12);
+	h->host_id = gw_get64(buf + 16);
 	h->mac_mode = buf[24];
 	h->nalgs = buf[25];
 	ncodecs = buf[26];
@@ -203,7 +173,7 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h)
 			return -EBADMSG;
 		memcpy(a->name, buf + o + 1, nl);
 		a->name[nl] = '\0';
-		a->value = get64(buf + o + 1 + nl);
+		a->value = gw_get64(buf + o + 1 + nl);
 		for (int j = 0; j < i; j++)
 			if (!strcmp(h->agree[j].name, a->name))
 				return -EBADMSG;
@@ -232,10 +202,10 @@ static int derive(const uint8_t *psk, const uint8_t *salt, const char *label, ui
 	size_t l = strlen(label), o;
 
 	memcpy(info, label, l);
-	put32(info + l, a);
+	gw_put32(info + l, a);
 	o = l + 4;
 	if (b >= 0) {
-		put32(info + o, (uint32_t)b);
+		gw_put32(info + o, (uint32_t)b);
 		o += 4;
 	}
 	memcpy(info + o, transcript, 32);
@@ -415,15 +385,15 @@ ssize_t gw_hs_finished_build(const struct gw_hs_result *r, int status, const cha
 	if (cap < 42 + ml || (!r && (status >= 0 || status < -32767)))
 		return -EINVAL;
 	memset(buf, 0, 42);
-	put32(buf, FINISHED_MAGIC);
-	put16(buf + 4, GW_HS_VERSION);
-	put16(buf + 6, (uint16_t)(int16_t)(r ? 0 : status));
+	gw_put32(buf, FINISHED_MAGIC);
+	gw_put16(buf + 4, GW_HS_VERSION);
+	gw_put16(buf + 6, (uint16_t)(int16_t)(r ? 0 : status));
 	if (r) {
 		rc = verify_data(r, r->fin_mine, buf + 8);
 		if (rc)
 			return rc;
 	}
-	put16(buf + 40, (uint16_t)ml);
+	gw_put16(buf + 40, (uint16_t)ml);
 	if (ml)
 		memcpy(buf + 42, msg, ml);
 	return (ssize_t)(42 + ml);
@@ -437,10 +407,11 @@ int gw_hs_finished_check(const struct gw_hs_result *r, const uint8_t *buf, size_
 	size_t ml;
 	int rc;
 
-	if (!buf || len < 42 || get32(buf) != FINISHED_MAGIC || get16(buf + 4) != GW_HS_VERSION)
+	if (!buf || len < 42 || gw_get32(buf) != FINISHED_MAGIC ||
+	    gw_get16(buf + 4) != GW_HS_VERSION)
 		return -EBADMSG;
-	status = (int16_t)get16(buf + 6);
-	ml = get16(buf + 40);
+	status = (int16_t)gw_get16(buf + 6);
+	ml = gw_get16(buf + 40);
 	if (status > 0 || len != 42 + ml || ml > 255 || (!status && ml))
 		return -EBADMSG;
 	if (status) {
