@@ -184,8 +184,7 @@ static int body_exchange(int rank, int size, const char *dir, void *arg)
 				while (i < n && gw_f2u(want[i]) == gw_f2u(y[i]))
 					i++;
 				fprintf(stderr,
-					"rank %d codec %s n=%llu step %d: y[%llu]=%a,"
-					" want %a\n",
+					"rank %d codec %s n=%llu step %d: y[%llu]=%a, want %a\n",
 					rank, c.ops->name, (unsigned long long)n, s,
 					(unsigned long long)i, y[i], want[i]);
 				return 13;

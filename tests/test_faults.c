@@ -246,8 +246,7 @@ static int netem_up(char *why, size_t len)
 
 	if (!tool || access(tool, X_OK)) {
 		snprintf(why, len,
-			 "GW_NETEM_TUN (the netem_tun helper) is not set or not "
-			 "executable");
+			 "GW_NETEM_TUN (the netem_tun helper) is not set or not executable");
 		return -1;
 	}
 	if (pipe(in) || pipe(out)) {

@@ -116,9 +116,8 @@ static int ring_body(int rank, int size, const char *dir, void *arg)
 	if (!sbuf || !rbuf)
 		FAIL(0, 9, "out of memory");
 	if (rank == 0)
-		printf("ring %d ranks: provider %s, mr_mode 0x%llx, waits %s, "
-		       "address %s\n",
-		       size, gw_tp_provider(tp), (unsigned long long)gw_tp_mr_mode(tp),
+		printf("ring %d ranks: provider %s, mr_mode 0x%llx, waits %s, address %s\n", size,
+		       gw_tp_provider(tp), (unsigned long long)gw_tp_mr_mode(tp),
 		       gw_tp_blocking(tp) ? "block in fi_cq_sread" : "back off",
 		       gw_tp_addr_str(tp));
 	if (ra->preregister) {
@@ -256,11 +255,8 @@ static int a2a_body(int rank, int size, const char *dir, void *arg)
 
 		if (rr[i].result != (ssize_t)len ||
 		    tp_mismatch(rbuf[i], len, seed_of(p, rank, slot, seq, len)))
-			FAIL(5, 3,
-			     "message from %d slot %u seq %u: %zd bytes, "
-			     "content %s",
-			     p, slot, seq, rr[i].result,
-			     rr[i].result == (ssize_t)len ? "wrong" : "-");
+			FAIL(5, 3, "message from %d slot %u seq %u: %zd bytes, content %s", p, slot,
+			     seq, rr[i].result, rr[i].result == (ssize_t)len ? "wrong" : "-");
 	}
 	if (tp_barrier(st, rank, size, "a2a-end", TMO))
 		FAIL(6, 1, "final barrier");
@@ -683,9 +679,7 @@ static int trunc_body(int rank, int size, const char *dir, void *arg)
 			/* Eager: FI_ETRUNC. Larger: ofi_rxm 1.17 never
 			 * completes the receive, so the deadline must. */
 			if (r != -EMSGSIZE && (i == 0 || r != -ETIMEDOUT))
-				FAIL(1 + i, 2,
-				     "%zu bytes into %zu: got %zd, "
-				     "want an error",
+				FAIL(1 + i, 2, "%zu bytes into %zu: got %zd, want an error",
 				     slen[i], cap[i], r);
 			for (size_t k = cap[i]; k < (1 << 20); k++)
 				if (rbuf[k])
@@ -990,10 +984,8 @@ int main(void)
 	if (tp_run(1, 20, probe_body, &quiet, codes) || codes[0] != 0) {
 		char why[128];
 
-		snprintf(why, sizeof(why),
-			 "libfabric %s on lo unusable here "
-			 "(probe exit %d)",
-			 TCP, codes[0]);
+		snprintf(why, sizeof(why), "libfabric %s on lo unusable here (probe exit %d)", TCP,
+			 codes[0]);
 		tu_skip(why);
 	}
 	quiet = shm_env;
@@ -1001,9 +993,7 @@ int main(void)
 	if (tp_run(1, 20, probe_body, &quiet, codes) == 0 && codes[0] == 0)
 		shm_ok = true;
 	else
-		snprintf(shm_why, sizeof(shm_why),
-			 "fi_getinfo/open of shm "
-			 "failed (probe exit %d)",
+		snprintf(shm_why, sizeof(shm_why), "fi_getinfo/open of shm failed (probe exit %d)",
 			 codes[0]);
 	return tu_run("transport", tests);
 }

@@ -115,9 +115,7 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 		if (now_ms() > deadline) {
 			for (int r = 0; r < size; r++) {
 				if (pid[r] > 0) {
-					fprintf(stderr,
-						"harness: rank %d "
-						"overran %d s, killed\n",
+					fprintf(stderr, "harness: rank %d overran %d s, killed\n",
 						r, limit_s);
 					kill(pid[r], SIGKILL);
 				}

@@ -247,8 +247,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 
 			if (*end || r < MIN_RUNS || r > 10000) {
 				fprintf(stderr,
-					"gradwire-codec-bench: -r %s: expected "
-					"%d..10000 runs\n",
+					"gradwire-codec-bench: -r %s: expected %d..10000 runs\n",
 					optarg, MIN_RUNS);
 				exit(2);
 			}
@@ -276,8 +275,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 
 			if (*end || k < 1 || k > 256) {
 				fprintf(stderr,
-					"gradwire-codec-bench: --low-rank %s: "
-					"expected 1..256\n",
+					"gradwire-codec-bench: --low-rank %s: expected 1..256\n",
 					optarg);
 				exit(2);
 			}
@@ -297,8 +295,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		exit(2);
 	}
 	if (o->impl && o->generic) {
-		fprintf(stderr, "gradwire-codec-bench: --impl and --generic exclude "
-				"each other\n");
+		fprintf(stderr, "gradwire-codec-bench: --impl and --generic exclude each other\n");
 		exit(2);
 	}
 	if (!o->nns) {
@@ -477,10 +474,8 @@ static int bench_one(const struct opts *o, const char *spec, const struct gw_cod
 		return 1;
 	}
 	if (len < 0) {
-		fprintf(stderr,
-			"gradwire-codec-bench: %s (%s) n=%llu: encode failed: "
-			"%s\n",
-			spec, c->ops->impl, (unsigned long long)n, gw_strerror((int)len));
+		fprintf(stderr, "gradwire-codec-bench: %s (%s) n=%llu: encode failed: %s\n", spec,
+			c->ops->impl, (unsigned long long)n, gw_strerror((int)len));
 		exit(1);
 	}
 	r->ratio = (double)bytes / (double)len;
@@ -537,10 +532,9 @@ static int bench_one(const struct opts *o, const char *spec, const struct gw_cod
 		t3 = now();
 		if (rc) {
 			fprintf(stderr,
-				"gradwire-codec-bench: %s (%s) n=%llu: timed "
-				"%s failed: %s\n",
-				spec, c->ops->impl, (unsigned long long)n,
-				len < 0 ? "encode" : "decode", gw_strerror(rc));
+				"gradwire-codec-bench: %s (%s) n=%llu: timed %s failed: %s\n", spec,
+				c->ops->impl, (unsigned long long)n, len < 0 ? "encode" : "decode",
+				gw_strerror(rc));
 			exit(1);
 		}
 		if (run < 0)
@@ -593,8 +587,7 @@ int main(int argc, char **argv)
 
 		if (!ops) {
 			fprintf(stderr,
-				"gradwire-codec-bench: --impl %s: no such "
-				"implementation (known:",
+				"gradwire-codec-bench: --impl %s: no such implementation (known:",
 				o.impl);
 			for (size_t i = 0; i < gw_codec_count(); i++)
 				fprintf(stderr, " %s", gw_codec_at(i)->impl);
@@ -602,9 +595,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (ops->cpu_ok && !ops->cpu_ok()) {
-			fprintf(stderr,
-				"gradwire-codec-bench: --impl %s: this CPU "
-				"cannot run it\n",
+			fprintf(stderr, "gradwire-codec-bench: --impl %s: this CPU cannot run it\n",
 				o.impl);
 			return 2;
 		}
@@ -623,9 +614,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < o.nspecs; i++)
 			used |= !strcmp(codecs[i].ops->impl, o.impl);
 		if (!used) {
-			fprintf(stderr,
-				"gradwire-codec-bench: --impl %s: no -c names "
-				"its codec\n",
+			fprintf(stderr, "gradwire-codec-bench: --impl %s: no -c names its codec\n",
 				o.impl);
 			return 2;
 		}

@@ -189,9 +189,7 @@ reject:
 		c->st.mac_failures++;
 	else
 		c->st.rejected++;
-	ctx_log(ctx, GW_LOG_ERROR,
-		"frame from rank %d (slot %u, seq %u) rejected: "
-		"%s (%s)",
+	ctx_log(ctx, GW_LOG_ERROR, "frame from rank %d (slot %u, seq %u) rejected: %s (%s)",
 		c->peer, cs->slot, r->seq, why, gw_strerror(rc));
 	return rc;
 }

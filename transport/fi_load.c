@@ -108,9 +108,7 @@ static void load(void)
 	fi.fabric = sym(h, "fi_fabric", GW_FI_VER_FABRIC);
 	fi.strerror = sym(h, "fi_strerror", GW_FI_VER_STRERROR);
 	if (!fi.getinfo || !fi.freeinfo || !fi.dupinfo || !fi.fabric || !fi.strerror) {
-		snprintf(fi.why, sizeof(fi.why),
-			 "%s lacks a function gradwire "
-			 "needs",
+		snprintf(fi.why, sizeof(fi.why), "%s lacks a function gradwire needs",
 			 GW_FI_LIBRARY);
 		fi.getinfo = NULL;
 	}

@@ -269,24 +269,19 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 	memset(r, 0, sizeof(*r));
 	r->peer_rank = peer->rank;
 	if (peer->version != me->version) {
-		snprintf(err, errlen,
-			 "protocol version skew: rank %u speaks %u, "
-			 "rank %u speaks %u",
+		snprintf(err, errlen, "protocol version skew: rank %u speaks %u, rank %u speaks %u",
 			 me->rank, me->version, peer->rank, peer->version);
 		return -EPROTONOSUPPORT;
 	}
 	if (peer->size != me->size || peer->rank == me->rank) {
 		snprintf(err, errlen,
-			 "rank %u (world size %u) met rank %u "
-			 "(world size %u): not the same job",
+			 "rank %u (world size %u) met rank %u (world size %u): not the same job",
 			 me->rank, me->size, peer->rank, peer->size);
 		return -EINVAL;
 	}
 	if (!(me->flags & GW_HS_F_LOCAL) != !(peer->flags & GW_HS_F_LOCAL) ||
 	    !(me->flags & GW_HS_F_LOCAL) != (me->host_id != peer->host_id)) {
-		snprintf(err, errlen,
-			 "ranks %u and %u disagree on whether they "
-			 "share a host",
+		snprintf(err, errlen, "ranks %u and %u disagree on whether they share a host",
 			 me->rank, peer->rank);
 		return -EINVAL;
 	}
@@ -325,9 +320,7 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 			if (gw_mac_tag_len(lo->algs[i]) && has_alg(hi, lo->algs[i]))
 				r->mac = lo->algs[i];
 		if (!r->mac) {
-			snprintf(err, errlen,
-				 "no common MAC algorithm between rank"
-				 " %u and rank %u",
+			snprintf(err, errlen, "no common MAC algorithm between rank %u and rank %u",
 				 me->rank, peer->rank);
 			return -EACCES;
 		}

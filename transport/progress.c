@@ -160,17 +160,13 @@ static int read_err(struct gw_tp *tp)
 		       op->peer, (unsigned long long)op->tag, op->len, e.olen);
 	} else if (e.err == FI_ECANCELED && !op->cancelling) {
 		tp_log(tp, GW_LOG_ERROR,
-		       "%s rank %d (tag 0x%016llx) aborted by "
-		       "the provider (connection lost?): %s",
+		       "%s rank %d (tag 0x%016llx) aborted by the provider (connection lost?): %s",
 		       dir_name(op), op->peer, (unsigned long long)op->tag, txt ? txt : "");
 		complete(tp, op, -ECONNABORTED);
 		return 1;
 	} else if (e.err != FI_ECANCELED) {
-		tp_log(tp, GW_LOG_ERROR,
-		       "%s rank %d (tag 0x%016llx) failed: "
-		       "%s (%s)",
-		       dir_name(op), op->peer, (unsigned long long)op->tag, fi_strerror(e.err),
-		       txt ? txt : "");
+		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) failed: %s (%s)", dir_name(op),
+		       op->peer, (unsigned long long)op->tag, fi_strerror(e.err), txt ? txt : "");
 	}
 	complete(tp, op, e.err ? tp_errno(e.err) : -EIO);
 	return 1;
@@ -188,9 +184,7 @@ static int progress_once(struct gw_tp *tp, int timeout_ms)
 	if (tp->blocking && timeout_ms > 0) {
 		n = fi_cq_sread(tp->cq, ent, TP_BATCH, NULL, timeout_ms);
 		if (n == -FI_ENOSYS) {
-			tp_log(tp, GW_LOG_INFO,
-			       "fi_cq_sread unsupported; "
-			       "waits back off instead");
+			tp_log(tp, GW_LOG_INFO, "fi_cq_sread unsupported; waits back off instead");
 			tp->blocking = false;
 			n = fi_cq_read(tp->cq, ent, TP_BATCH);
 		}
@@ -479,9 +473,7 @@ static void cancel_op(struct gw_tp *tp, struct tp_op *op, int why)
 	       "could not be cancelled (%s); its buffer stays in use until it "
 	       "completes or the context is destroyed",
 	       dir_name(op), op->peer, (unsigned long long)op->tag,
-	       ret ? fi_strerror(-ret)
-		   : "no "
-		     "completion");
+	       ret ? fi_strerror(-ret) : "no completion");
 	op->state = OP_ORPHAN;
 	tp->orphans++;
 }

@@ -57,9 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   (unsigned long long)bad, p.ops->impl);
 	} else {
 		bad = fuzz_add_mismatch(y, acc, n);
-		FUZZ_CHECK(bad == n,
-			   "decode_add differs from decode at %llu: "
-			   "%08x vs %08x (%s)",
+		FUZZ_CHECK(bad == n, "decode_add differs from decode at %llu: %08x vs %08x (%s)",
 			   (unsigned long long)bad, bad < n ? fuzz_bits(y[bad]) : 0,
 			   bad < n ? fuzz_bits(acc[bad]) : 0, p.ops->impl);
 		/* The non-finite record is delivered as such. */

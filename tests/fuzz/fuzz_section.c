@@ -114,18 +114,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(rc == rrc, "%s decode_add %d but decode %d", o->impl, rc, rrc);
 		if (rc) {
 			bad = fuzz_first_not(acc, n, fuzz_bits(-0.0f));
-			FUZZ_CHECK(bad == n,
-				   "%s decode_add rejected (%d) but wrote "
-				   "acc[%llu]",
+			FUZZ_CHECK(bad == n, "%s decode_add rejected (%d) but wrote acc[%llu]",
 				   o->impl, rc, (unsigned long long)bad);
 		} else {
 			bad = fuzz_add_mismatch(ry, acc, n);
-			FUZZ_CHECK(bad == n,
-				   "%s decode_add differs from decode at %llu: "
-				   "%08x vs %08x",
-				   o->impl, (unsigned long long)bad,
-				   bad < n ? fuzz_bits(acc[bad]) : 0,
-				   bad < n ? fuzz_bits(ry[bad]) : 0);
+			FUZZ_CHECK(
+				bad == n, "%s decode_add differs from decode at %llu: %08x vs %08x",
+				o->impl, (unsigned long long)bad, bad < n ? fuzz_bits(acc[bad]) : 0,
+				bad < n ? fuzz_bits(ry[bad]) : 0);
 		}
 	}
 	free(ry);
