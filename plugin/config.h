@@ -17,6 +17,8 @@ struct gw_config {
 	const char *provider;
 	const char *iface;
 	const char *job;
+	const char *host_id; /* GRADWIRE_HOST_ID, or NULL */
+	int algo;	     /* enum gw_coll_algo */
 	long timeout_ms;
 	const char *codec;
 	const char *codec_local;
