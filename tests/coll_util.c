@@ -1,13 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /* coll_util.c - see coll_util.h. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "coll_util.h"
-#include "tp_fork.h"
+#include "tp_harness.h"
 #include "tutil.h"
+
+int ct_open(int rank, int size, const char *dir, const char *codec, const char *codec_local,
+	    uint64_t host_id, int timeout_ms, struct gw_store **st, struct gw_ctx **ctx)
+{
+	struct tp_env env = {
+		tp_net_provider(), "lo", false, GW_LOG_ERROR, timeout_ms ? timeout_ms : 8000, 0
+	};
+	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
+	char err[512] = "store";
+	int rc;
+
+	*st = NULL;
+	*ctx = NULL;
+	cfg.codec = codec;
+	cfg.codec_local = codec_local;
+	cfg.min_compress_bytes = 64;
+	cfg.host_id = host_id;
+	rc = gw_store_file_create(dir, st);
+	if (!rc)
+		rc = gw_ctx_create(&cfg, rank, size, *st, ctx, err, sizeof(err));
+	if (!rc && tp_check_loopback(gw_ctx_tp(*ctx), &env))
+		rc = -EADDRNOTAVAIL;
+	if (rc)
+		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
+	return rc;
+}
 
 uint64_t ct_seed(int rank, uint64_t n, int step)
 {
@@ -86,4 +114,13 @@ void ct_check_identical(const char *dir, const char *tag, int size)
 		CU_ASSERT_STRING_EQUAL(first, buf);
 		CU_ASSERT(len > 0);
 	}
+}
+
+void *ct_killer(void *ms)
+{
+	struct timespec d = { 0, *(const int *)ms * 1000000L };
+
+	nanosleep(&d, NULL);
+	raise(SIGKILL);
+	return NULL;
 }

@@ -10,6 +10,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "conn.h"
+
+/*
+ * A context of rank over loopback (tp_net_provider() on lo, checked) meeting
+ * the others through a file store in dir: codec (and codec_local, NULL: the
+ * same) negotiated, lossy from 64 bytes on (small chunks too), this host id,
+ * timeout_ms (0: 8 s). Return: 0, or -errno after a line on stderr.
+ */
+int ct_open(int rank, int size, const char *dir, const char *codec, const char *codec_local,
+	    uint64_t host_id, int timeout_ms, struct gw_store **st, struct gw_ctx **ctx);
 
 /* The seed of rank's data for a tensor of n values at step. */
 uint64_t ct_seed(int rank, uint64_t n, int step);
@@ -25,5 +35,9 @@ size_t ct_take_file(const char *path, char *buf, size_t cap);
 /* CUnit assertion: every rank's hash file of tag holds the same lines (and
  * some); the files are removed. */
 void ct_check_identical(const char *dir, const char *tag, int size);
+
+/* A thread body: SIGKILL this process *(const int *)ms milliseconds after it
+ * started (a rank killed inside a collective). */
+void *ct_killer(void *ms);
 
 #endif

@@ -42,35 +42,16 @@ struct coll_arg {
 static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size, const char *dir,
 				 struct gw_store **st, struct gw_ctx **ctx)
 {
-	struct tp_env env = { tp_net_provider(),
-			      "lo",
-			      false,
-			      GW_LOG_ERROR,
-			      a->timeout_ms ? a->timeout_ms : 8000,
-			      0 };
-	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
-	char err[512];
-	int rc;
+	int rc = ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000,
+			 a->timeout_ms, st, ctx);
 
-	cfg.codec = a->codec;
-	cfg.min_compress_bytes = 64; /* lossy paths run on small chunks too */
-	cfg.host_id = (uint64_t)(rank + 1) * 1000;
-	rc = gw_store_file_create(dir, st);
-	if (!rc)
-		rc = gw_ctx_create(&cfg, rank, size, *st, ctx, err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "store");
-	if (!rc && tp_check_loopback(gw_ctx_tp(*ctx), &env))
-		rc = -EADDRNOTAVAIL;
 	if (!rc)
 		rc = gw_coll_create(*ctx, &c);
-	if (!rc && a->seg)
-		gw_coll_set_segment(c, a->seg);
-	if (rc) {
-		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
+	if (rc)
 		return NULL;
-	}
+	if (a->seg)
+		gw_coll_set_segment(c, a->seg);
 	return c;
 }
 
@@ -525,16 +506,6 @@ static void test_lowrank(void)
 
 /* ---- a rank killed mid-collective -------------------------------------------- */
 
-/* Kills this process kill_ms after it was started (inside an allreduce). */
-static void *killer(void *arg)
-{
-	struct timespec d = { 0, *(const int *)arg * 1000000L };
-
-	nanosleep(&d, NULL);
-	raise(SIGKILL);
-	return NULL;
-}
-
 /*
  * Rank kill_rank dies kill_ms into its kill_call-th allreduce of 16 MiB,
  * with segments in flight. The rank that sends to it enters that call
@@ -570,7 +541,7 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 		if (call == a->kill_call)
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (rank == a->kill_rank && call == a->kill_call &&
-		    pthread_create(&th, NULL, killer, (void *)&a->kill_ms))
+		    pthread_create(&th, NULL, ct_killer, (void *)&a->kill_ms))
 			return 11;
 		if (rank == prev_of_victim && call == a->kill_call)
 			nanosleep(&late, NULL);

@@ -57,34 +57,17 @@ struct rank_state {
 static int open_rank(const struct hier_arg *a, int rank, int size, const char *dir,
 		     struct rank_state *s)
 {
-	struct tp_env env = { tp_net_provider(),
-			      "lo",
-			      false,
-			      GW_LOG_ERROR,
-			      a->timeout_ms ? a->timeout_ms : 8000,
-			      0 };
-	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
-	char err[512] = "store";
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	cfg.codec = a->codec;
-	cfg.codec_local = a->codec_local;
-	cfg.min_compress_bytes = 64; /* lossy paths run on small chunks too */
-	cfg.host_id = 1000 + (uint64_t)host_of(a, rank, size);
-	rc = gw_store_file_create(dir, &s->st);
-	if (!rc)
-		rc = gw_ctx_create(&cfg, rank, size, s->st, &s->ctx, err, sizeof(err));
-	if (!rc && tp_check_loopback(gw_ctx_tp(s->ctx), &env))
-		rc = -EADDRNOTAVAIL;
+	rc = ct_open(rank, size, dir, a->codec, a->codec_local,
+		     1000 + (uint64_t)host_of(a, rank, size), a->timeout_ms, &s->st, &s->ctx);
 	if (!rc)
 		rc = gw_coll_create(s->ctx, &s->ring);
 	if (!rc)
 		rc = gw_coll_create(s->ctx, &s->algo);
-	if (rc) {
-		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
+	if (rc)
 		return rc;
-	}
 	gw_coll_set_segment(s->ring, 8188); /* segments that do not divide the chunks */
 	gw_coll_set_segment(s->algo, 8188);
 	gw_coll_set_algo(s->ring, GW_COLL_ALGO_RING);
@@ -221,10 +204,14 @@ static int body_layout(int rank, int size, const char *dir, void *arg)
 	return 0;
 }
 
-static void run(int size, int limit_s, tp_body body, struct hier_arg *a)
+/* Run size ranks of body in a fresh folder for their hashes; with tag, every
+ * replica's hashes of that tag must be identical. */
+static void run(int size, int limit_s, tp_body body, struct hier_arg *a, const char *tag)
 {
 	int codes[TP_MAX_RANKS];
 
+	strcpy(a->dir, "/tmp/gw-hier-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a->dir));
 	CU_ASSERT_EQUAL_FATAL(tp_run(size, limit_s, body, a, codes), 0);
 	for (int r = 0; r < size; r++) {
 		if (r == a->kill_rank)
@@ -234,6 +221,9 @@ static void run(int size, int limit_s, tp_body body, struct hier_arg *a)
 			       codes[r]);
 		CU_ASSERT_EQUAL(codes[r], 0);
 	}
+	if (tag)
+		ct_check_identical(a->dir, tag, size);
+	rmdir(a->dir);
 }
 
 static void layouts(const char *codec, double bound)
@@ -258,11 +248,7 @@ static void layouts(const char *codec, double bound)
 				      .bound = bound,
 				      .kill_rank = -1 };
 
-		strcpy(a.dir, "/tmp/gw-hier-XXXXXX");
-		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-		run(lay[i].size, 90, body_layout, &a);
-		ct_check_identical(a.dir, "h", lay[i].size);
-		rmdir(a.dir);
+		run(lay[i].size, 90, body_layout, &a, "h");
 	}
 }
 
@@ -315,11 +301,7 @@ static void test_powersgd_local_none(void)
 			      .bound = 1.5,
 			      .kill_rank = -1 };
 
-	strcpy(a.dir, "/tmp/gw-hier-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-	run(4, 90, body_layout, &a);
-	ct_check_identical(a.dir, "h", 4);
-	rmdir(a.dir);
+	run(4, 90, body_layout, &a, "h");
 }
 
 /* ---- hosts of different sizes: the ring, even when hier is asked for ------- */
@@ -334,11 +316,7 @@ static void test_uneven(void)
 			      .bound = 5e-2,
 			      .kill_rank = -1 };
 
-	strcpy(a.dir, "/tmp/gw-hier-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-	run(4, 60, body_layout, &a);
-	ct_check_identical(a.dir, "h", 4);
-	rmdir(a.dir);
+	run(4, 60, body_layout, &a, "h");
 }
 
 /* ---- error feedback: the running average converges ---------------------------- */
@@ -393,23 +371,10 @@ static void test_feedback(void)
 			      .want_algo = "hier",
 			      .kill_rank = -1 };
 
-	strcpy(a.dir, "/tmp/gw-hier-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-	run(4, 60, body_feedback, &a);
-	ct_check_identical(a.dir, "ef", 4);
-	rmdir(a.dir);
+	run(4, 60, body_feedback, &a, "ef");
 }
 
 /* ---- a rank killed mid-call ------------------------------------------------- */
-
-static void *killer(void *arg)
-{
-	struct timespec d = { 0, *(const int *)arg * 1000000L };
-
-	nanosleep(&d, NULL);
-	raise(SIGKILL);
-	return NULL;
-}
 
 /*
  * 2 hosts x 2 ranks; rank kill_rank dies kill_ms into its third allreduce of
@@ -436,7 +401,7 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 		tu_fill(y, n, ct_seed(rank, n, call));
 		t0 = gw_now_ms();
 		if (call == 2 && rank == a->kill_rank &&
-		    pthread_create(&th, NULL, killer, (void *)&a->kill_ms))
+		    pthread_create(&th, NULL, ct_killer, (void *)&a->kill_ms))
 			return 11;
 		rc = gw_coll_allreduce(s.algo, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
 		if (rc)
@@ -473,10 +438,7 @@ static void test_killed(void)
 			      .kill_rank = 1,
 			      .kill_ms = 20 };
 
-	strcpy(a.dir, "/tmp/gw-hier-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-	run(4, 60, body_kill, &a);
-	rmdir(a.dir);
+	run(4, 60, body_kill, &a, NULL);
 }
 
 int main(void)
