@@ -350,6 +350,11 @@ void gw_config_log(const struct gw_config *cfg, int rank)
 	}
 }
 
+uint64_t gw_config_host_id(const struct gw_config *cfg)
+{
+	return cfg->host_id ? gw_ctx_host_id_of(cfg->host_id) : gw_ctx_host_id_default();
+}
+
 void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -366,7 +371,7 @@ void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 	out->mac_mode = cfg->mac;
 	out->mac_key_file = cfg->mac_key_file;
 	out->mac_algs = cfg->mac_algs;
-	out->host_id = cfg->host_id ? gw_ctx_host_id_of(cfg->host_id) : 0;
+	out->host_id = gw_config_host_id(cfg);
 	/* What the collectives (coll.c) assume equal on every rank. */
 	gw_ctx_cfg_agree(out, "GRADWIRE_MIN_COMPRESS_BYTES", cfg->min_compress_bytes);
 	gw_ctx_cfg_agree(out, "GRADWIRE_SEGMENT_BYTES", cfg->segment_bytes);

@@ -54,6 +54,10 @@ int gw_config_load(struct gw_config *cfg, char *const *envp, char *err, size_t e
 /** gw_config_log() - one line per variable with its value and source. */
 void gw_config_log(const struct gw_config *cfg, int rank);
 
+/** gw_config_host_id() - this rank's host id: of GRADWIRE_HOST_ID when set,
+ * else of the host name (never 0; transport/conn.h). */
+uint64_t gw_config_host_id(const struct gw_config *cfg);
+
 /** gw_config_ctx() - the connection settings cfg describes. */
 void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out);
 

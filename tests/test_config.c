@@ -77,14 +77,15 @@ static void test_host_algo(void)
 	CU_ASSERT_PTR_NULL(c.host_id);
 	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_AUTO);
 	gw_config_ctx(&c, &x);
-	CU_ASSERT_EQUAL(x.host_id, 0); /* the context derives it */
 	gethostname(name, sizeof(name) - 1);
-	CU_ASSERT_EQUAL(gw_ctx_host_id_default(), gw_ctx_host_id_of(name));
+	CU_ASSERT_EQUAL(x.host_id, gw_ctx_host_id_of(name));
+	CU_ASSERT_EQUAL(gw_config_host_id(&c), x.host_id);
 	CU_ASSERT_EQUAL_FATAL(load(&c, "GRADWIRE_HOST_ID=rack1-node7", "GRADWIRE_ALGO=hier", err),
 			      0);
 	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_HIER);
 	gw_config_ctx(&c, &x);
 	CU_ASSERT_EQUAL(x.host_id, gw_ctx_host_id_of("rack1-node7"));
+	CU_ASSERT_EQUAL(gw_config_host_id(&c), x.host_id); /* the Gloo device's */
 	CU_ASSERT_NOT_EQUAL(x.host_id, 0);
 	for (unsigned i = 0; i < x.nagree && i < GW_HS_MAX_AGREE; i++)
 		if (!strcmp(x.agree[i].name, "GRADWIRE_ALGO"))
