@@ -62,8 +62,9 @@ static const char *why_not(int nhosts, const int *count, char *why, size_t len)
 	for (int h = 1; h < nhosts; h++) {
 		if (count[h] != count[0]) {
 			snprintf(why, len,
-				 "the hosts hold different numbers of ranks (the first %d, "
-				 "host %d %d)",
+				 "the hosts hold different numbers of ranks (host 0 has %d, host "
+				 "%d %d; "
+				 "hosts in order of their lowest rank)",
 				 count[0], h, count[h]);
 			return why;
 		}
@@ -109,7 +110,7 @@ int coll_decide(struct gw_coll *c)
 {
 	int *idx, *count, nhosts, rc = 0, lvl = gw_ctx_log_level(c->ctx);
 	const char *why = NULL;
-	char buf[128];
+	char buf[160];
 
 	if (c->decided)
 		return 0;
