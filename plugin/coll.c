@@ -45,6 +45,14 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 	c->rank = gw_ctx_rank(ctx);
 	c->size = gw_ctx_size(ctx);
 	c->seg_bytes = GW_COLL_SEGMENT_BYTES;
+	c->world = (struct coll_group){ .size = c->size, .me = c->rank, .name = "allreduce" };
+	c->world.rank = malloc((size_t)c->size * sizeof(int));
+	if (!c->world.rank) {
+		free(c);
+		return -ENOMEM;
+	}
+	for (int r = 0; r < c->size; r++)
+		c->world.rank[r] = r;
 	*out = c;
 	return 0;
 }
@@ -60,6 +68,9 @@ void gw_coll_destroy(struct gw_coll *c)
 	free(c->lr.q);
 	free(c->lr.qn);
 	free(c->lr.work);
+	free(c->world.rank);
+	free(c->local.rank);
+	free(c->cross.rank);
 	free(c);
 }
 
@@ -71,6 +82,15 @@ struct gw_ctx *gw_coll_ctx(const struct gw_coll *c)
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
 {
 	c->seg_bytes = bytes;
+}
+
+void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo)
+{
+	c->algo_set = algo;
+	c->decided = false;	/* coll_decide() again, */
+	c->agreed = false;	/* and the first lossy call's agreement, which */
+	c->lossy_links = false; /* looks at the links that algorithm uses */
+	c->wire_bpv = 0;
 }
 
 /* Remember the first error and say where it happened, and with whom. */

@@ -38,6 +38,13 @@ enum gw_coll_op {
 	GW_COLL_AVG = 1,
 };
 
+/* The allreduce algorithm (GRADWIRE_ALGO; coll_hier.c decides). */
+enum gw_coll_algo {
+	GW_COLL_ALGO_AUTO = 0, /* hier where the hosts' layout allows it, else ring */
+	GW_COLL_ALGO_RING = 1, /* the flat ring over every rank */
+	GW_COLL_ALGO_HIER = 2, /* two levels: inside each host, then across hosts */
+};
+
 struct gw_coll;
 
 /** gw_coll_create() - collectives over ctx (which must outlive them). */
@@ -51,6 +58,22 @@ struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
  * set the same, and pass the same flags to each allreduce.
  */
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
+
+/**
+ * gw_coll_set_algo() - the allreduce algorithm to use (GW_COLL_ALGO_AUTO
+ * until set). Every rank must set the same, before its first allreduce.
+ */
+void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo);
+
+/**
+ * gw_coll_algo() - the allreduce algorithm these collectives run: "ring" or
+ * "hier". Decided from the set algorithm and the host ids of every rank
+ * (gw_ctx_host_id(), the same list on every rank), so every rank decides
+ * alike; the reason is logged (GRADWIRE_LOG=info, or warn when hier was asked
+ * for and cannot run). *hosts and *per_host (may be NULL) receive the number
+ * of hosts and of ranks on this rank's host.
+ */
+const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host);
 
 /**
  * gw_coll_error() - the first failure's message (e.g. which ranks disagree
@@ -71,12 +94,16 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes);
 int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv, size_t bytes_per_rank);
 
 /**
- * gw_coll_allreduce() - ring allreduce of buf[0..n) in place.
+ * gw_coll_allreduce() - allreduce of buf[0..n) in place: the ring, or the
+ * hierarchical allreduce (gw_coll_algo(): an exact reduce-scatter inside each
+ * host, the ring across hosts among the ranks of the same local index on
+ * their slice, an exact allgather inside each host).
  * @op: GW_COLL_SUM, or GW_COLL_AVG (the sum divided by the size, on every
  *      rank alike).
  * @flags: GW_CTX_LOSSY when buf holds gradients: the reduce-scatter hops and
  *      the owner's first allgather hop may use the negotiated lossy codec
  *      (with error feedback per (peer, slot)); later hops forward exactly.
+ *      In the hierarchical allreduce only the hops across hosts may.
  *      Whatever the codec, every rank ends with the same bits. When every
  *      connection of every rank negotiated powersgd with the same
  *      parameters, lossy allreduces use PowerSGD's linear form instead

@@ -2,7 +2,8 @@
 /*
  * coll_allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
  * PowerSGD's linear form when every rank agreed on it (coll_lowrank.c),
- * else the ring (coll_ring.c), then the average. The top of the
+ * else the ring or the hierarchical allreduce (coll_hier.c), then the
+ * average. The top of the
  * collectives: it calls them, none of them calls it.
  *
  * The first lossy call's agreement. Everything a lossy allreduce must agree
@@ -13,6 +14,11 @@
  * 128 u32 powersgd    1: every connection negotiated powersgd with spec
  * 132 u32 lossy       1: its link to the next rank compresses
  * 136 f64 bpv         that link's wire bytes per value (4 when exact)
+ *
+ * In the hierarchical allreduce (coll_hier.c, decided alike on every rank
+ * before this) only the links across hosts may compress: "the next rank" is
+ * the next of the ring across hosts, and "every connection" every connection
+ * to a rank of another host.
  *
  * PowerSGD's scheme is used when every rank says powersgd with the same
  * spec; otherwise the ring cuts its segments for the largest bpv of any
@@ -39,7 +45,9 @@ _Static_assert(sizeof(struct first_lossy) == 144, "the first lossy call's statem
 static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw_codec *lowrank)
 {
 	enum { PROBE = 1 << 20 };
-	const struct gw_codec *k = gw_ctx_codec(c->ctx, mod(c->rank + 1, c->size));
+	const struct gw_codec *k =
+		gw_ctx_codec(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1));
+	uint64_t host = gw_ctx_host_id(c->ctx, c->rank);
 
 	memset(m, 0, sizeof(*m));
 	m->powersgd = 1;
@@ -52,8 +60,8 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 		const struct gw_codec *cd = gw_ctx_codec(c->ctx, p);
 		char spec[SPEC_MAX] = "";
 
-		if (!cd) /* our own rank */
-			continue;
+		if (!cd || (c->hier && gw_ctx_host_id(c->ctx, p) == host))
+			continue; /* our own rank, or exact links inside the host */
 		if (cd->ops->id != GW_CODEC_POWERSGD ||
 		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
 			m->powersgd = 0;
@@ -109,6 +117,9 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) || (n && !buf))
 		return -EINVAL;
 	if (size > 1) {
+		rc = coll_decide(c);
+		if (rc)
+			return coll_fail(c, rc, "allreduce (the topology)", 0);
 		rc = coll_check_call(c, key, n, op, lossy);
 		if (rc)
 			return rc;
@@ -129,7 +140,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 		goto avg;
 	if (lossy && !c->lossy_links) /* no link compresses */
 		lossy = 0;
-	rc = coll_ring_allreduce(c, key, buf, n, lossy);
+	rc = coll_sum(c, key, buf, n, lossy);
 	if (rc)
 		return rc;
 avg:

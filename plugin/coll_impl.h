@@ -4,7 +4,9 @@
  * (coll.c's opening comment) and what the files share. The calls go one
  * way: coll_allreduce.c (the entry) -> coll_lowrank.c (PowerSGD) ->
  * coll_ring.c (the ring engine) -> coll.c (the object, the exact
- * collectives, the call check); nothing calls back up.
+ * collectives, the call check); nothing calls back up. coll_hier.c (the
+ * topology and the hierarchical allreduce) sits between coll_lowrank.c and
+ * coll_ring.c: PowerSGD's exact sums of its factors go through it too.
  */
 #ifndef GW_COLL_IMPL_H
 #define GW_COLL_IMPL_H
@@ -21,6 +23,26 @@
 _Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS) <=
 		       (uint64_t)GW_TP_SLOT_MAX + 1,
 	       "every allreduce stream's slots and the call check's fit below GW_TP_SLOT_MAX");
+
+/*
+ * A ring of ranks: every rank of the context (c->world), or a sub-group of
+ * the hierarchical allreduce (coll_hier.c): the ranks of this host
+ * (c->local), or the ranks of the same local index on every host (c->cross).
+ */
+struct coll_group {
+	int size;	  /* members */
+	int me;		  /* this rank's position among them */
+	int *rank;	  /* the context's rank of each member, in ring order */
+	const char *name; /* for error messages, e.g. "allreduce" */
+};
+
+/* The context's rank of the member d places after this rank (d may be < 0). */
+static inline int group_peer(const struct coll_group *g, int d)
+{
+	int i = ((g->me + d) % g->size + g->size) % g->size;
+
+	return g->rank[i];
+}
 
 struct gw_coll {
 	struct gw_ctx *ctx;
@@ -50,6 +72,12 @@ struct gw_coll {
 		double *work;	   /* the orthonormalization's */
 		size_t p_cap, q_cap, qn_cap, work_cap;
 	} lr;
+	/* The topology (coll_hier.c), decided at the first allreduce: */
+	enum gw_coll_algo algo_set; /* what was asked for */
+	bool decided;		    /* hier, local, cross and the counts hold: */
+	bool hier;		    /* the hierarchical allreduce runs */
+	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
+	struct coll_group world, local, cross;
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -84,9 +112,22 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 		    unsigned lossy);
 
 /* coll_ring.c */
-/* The ring allreduce (sum) of buf[0..n) of the tensor key, on more than one
- * rank and n > 0, after its call check; lossy: GW_CTX_LOSSY (only once
- * c->agreed) or 0. */
-int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
+#define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */
+#define RING_AG 2u /* the allgather of the owned chunks */
+#define RING_ALL (RING_RS | RING_AG)
+/* The ring allreduce (sum) of buf[0..n) of the tensor key over the group g
+ * of more than one rank, n > 0, after its call check: the phases asked for
+ * (RING_ALL: the allreduce). lossy: GW_CTX_LOSSY (only once c->agreed) or 0. */
+int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
+			uint64_t n, unsigned lossy, unsigned phases);
+
+/* coll_hier.c */
+/* Decide the algorithm and build the groups, once (gw_coll_algo()).
+ * Return: 0 or -ENOMEM. */
+int coll_decide(struct gw_coll *c);
+/* The sum of buf[0..n) of the tensor key on every rank, by the algorithm
+ * decided (coll_decide() must have run): the ring over c->world, or the
+ * hierarchical allreduce. Same contract as coll_ring_allreduce(). */
+int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
 
 #endif

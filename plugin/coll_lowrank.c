@@ -8,11 +8,12 @@
  * as a rows x cols matrix (codec/lowrank.h), and a Q that is the same on
  * every rank (drawn from the agreed seed, then always the reduced Q):
  *
- *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring)
+ *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring*)
  *   orthonormalize(P)                          (same bits everywhere)
- *   Q_r = M_r^T P;  e_r = M_r - P Q_r^T         Q = sum_r Q_r  (exact ring)
+ *   Q_r = M_r^T P;  e_r = M_r - P Q_r^T         Q = sum_r Q_r  (exact ring*)
  *   result = P Q^T = P P^T sum_r M_r, kept Q for the next step's warm start
  *
+ * (*: or the exact hierarchical allreduce where coll_hier.c chose it.)
  * Per step and rank, (rows + cols) * r' values enter the ring allreduces
  * instead of n. The exact ring gives every rank the same bits of P and Q,
  * and everything else is deterministic, so the replicas are bit-identical.
@@ -44,7 +45,8 @@
 /*
  * The exact sum of the factor called id (GW_COLL_ID_LOWRANK_*) on every
  * rank: what gw_coll_allreduce_id() does with it (the call check, then the
- * ring), done here so that the allreduce this serves is not entered again.
+ * ring or the hierarchical allreduce: coll_sum()), done here so that the allreduce this serves is
+ * not entered again.
  */
 static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
 {
@@ -54,7 +56,7 @@ static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
 	if (c->err)
 		return c->err;
 	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0);
-	return rc ? rc : coll_ring_allreduce(c, key, buf, n, 0);
+	return rc ? rc : coll_sum(c, key, buf, n, 0);
 }
 
 static int buffers(struct lowrank_bufs *lr, const struct gw_psgd_view *v)

@@ -4,7 +4,11 @@
  * gw_coll_allreduce() (coll_allreduce.c) and by PowerSGD's exact sums of
  * its factors (coll_lowrank.c).
  *
- * Allreduce (ring). buf is cut into size chunks whose lengths differ by at
+ * Allreduce (ring) over a group of ranks (coll_impl.h: every rank, or a
+ * sub-group of the hierarchical allreduce), "rank" and "size" below being
+ * this rank's position in it and its size; the caller may run only the
+ * reduce-scatter or only the allgather (RING_RS, RING_AG).
+ * buf is cut into size chunks whose lengths differ by at
  * most one; chunk k starts at k * q + min(k, n % size). Ring step t sends
  * chunk (rank - t) to next and takes chunk (rank - t - 1) from prev: for
  * t < size - 1 it adds into place (reduce-scatter, GW_CTX_ADD), after which
@@ -22,6 +26,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../common/grow.h"
@@ -47,28 +52,30 @@
 #define STAGED_MAX (UINT64_C(8) << 20)
 
 struct ring {
+	const struct coll_group *grp;
+	int next, prev; /* the context's ranks of the neighbours */
 	float *buf;
 	uint64_t q, rem; /* chunk k: OFF(k), CNT(k) */
 	uint64_t seg;	 /* values per segment */
 	uint32_t nseg, units, id;
+	uint32_t first, last; /* the units this run moves: [first, last) */
 	unsigned lossy;
 };
 
 /* Offset and length of what unit u sends (recv = 0) or receives (1). */
-static uint64_t unit_span(const struct gw_coll *c, const struct ring *g, uint32_t u, int recv,
-			  uint64_t *off)
+static uint64_t unit_span(const struct ring *g, uint32_t u, int recv, uint64_t *off)
 {
 	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)(u % g->nseg) * g->seg;
-	int k = mod(c->rank - (int)(u / g->nseg) - recv, c->size);
+	int k = mod(g->grp->me - (int)(u / g->nseg) - recv, g->grp->size);
 
 	*off = OFF(k) + lo;
 	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
 }
 
 /* Whether unit u belongs to the reduce-scatter phase (else the allgather). */
-static bool in_reduce_phase(const struct gw_coll *c, const struct ring *g, uint32_t u)
+static bool in_reduce_phase(const struct ring *g, uint32_t u)
 {
-	return u / g->nseg < (uint32_t)c->size - 1;
+	return u / g->nseg < (uint32_t)g->grp->size - 1;
 }
 
 /* An exact ring's allgather receives land in the buffer as they arrive. */
@@ -79,12 +86,12 @@ static unsigned recv_flags(const struct ring *g)
 
 static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u, struct gw_ctx_req *r)
 {
-	uint64_t off, cnt = unit_span(c, g, u, 1, &off);
+	uint64_t off, cnt = unit_span(g, u, 1, &off);
 
 	if (!cnt)
 		return 0;
-	return gw_ctx_irecv(c->ctx, mod(c->rank - 1, c->size), slot_of(g->id, u), g->buf + off, cnt,
-			    in_reduce_phase(c, g, u) ? GW_CTX_ADD : recv_flags(g), r);
+	return gw_ctx_irecv(c->ctx, g->prev, slot_of(g->id, u), g->buf + off, cnt,
+			    in_reduce_phase(g, u) ? GW_CTX_ADD : recv_flags(g), r);
 }
 
 /*
@@ -98,7 +105,7 @@ static bool lossy_hop(const struct gw_coll *c, int next, uint64_t cnt, const str
 {
 	struct gw_payload p;
 
-	if (u / g->nseg == (uint32_t)c->size - 1)
+	if (u / g->nseg == (uint32_t)g->grp->size - 1)
 		return gw_ctx_compresses(c->ctx, next, cnt);
 	return got->payload && !gw_payload_parse(got->payload, got->payload_len, &p) &&
 	       p.id != GW_CODEC_NONE;
@@ -115,16 +122,16 @@ static bool lossy_hop(const struct gw_coll *c, int next, uint64_t cnt, const str
 static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 		     const struct gw_ctx_req *got, struct gw_ctx_req *r)
 {
-	uint64_t off, cnt = unit_span(c, g, u, 0, &off);
-	int next = mod(c->rank + 1, c->size), rc;
+	uint64_t off, cnt = unit_span(g, u, 0, &off);
+	int next = g->next, rc;
 	uint32_t slot = slot_of(g->id, u);
 
 	if (!cnt)
 		return 0;
-	if (in_reduce_phase(c, g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
+	if (in_reduce_phase(g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
 		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
 				    g->lossy | GW_CTX_ZEROCOPY, r);
-	if (u / g->nseg == (uint32_t)c->size - 1) { /* the owner's hop */
+	if (u / g->nseg == (uint32_t)g->grp->size - 1) { /* the owner's hop */
 		rc = gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_LOSSY,
 				       c->scratch, r);
 		if (!rc) /* encoded at post time: keep the sent bits */
@@ -161,7 +168,7 @@ static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n, in
  */
 static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
 {
-	gw_ctx_slot_trim(c->ctx, mod(c->rank + (recv ? -1 : 1), c->size), slot_of(g->id, u), 0);
+	gw_ctx_slot_trim(c->ctx, recv ? g->prev : g->next, slot_of(g->id, u), 0);
 }
 
 static int wait_send(struct gw_coll *c, const struct ring *g, struct gw_ctx_req *sr, uint32_t u)
@@ -179,20 +186,25 @@ static int wait_send(struct gw_coll *c, const struct ring *g, struct gw_ctx_req 
 static int ring_run(struct gw_coll *c, const struct ring *g)
 {
 	struct gw_ctx_req *rr = c->req, *sr = c->req + g->units;
-	uint32_t posted = 0, swaited = 0, rwaited = 0, u;
-	uint32_t back = ((uint32_t)c->size - 1) * g->nseg;
+	uint32_t posted = g->first, swaited = g->first, rwaited = g->first, u;
+	uint32_t back = ((uint32_t)g->grp->size - 1) * g->nseg;
 	uint32_t lag = g->nseg < WINDOW ? g->nseg : WINDOW;
+	char what[96];
 	int rc = 0;
 
+	/* Units below first are another run's (an allgather after its own
+	 * reduce-scatter, which has completed): nothing waits for them. */
 	memset(c->req, 0, 2 * (size_t)g->units * sizeof(*c->req));
 	c->staged = 0;
-	for (u = 0; u < g->units && !rc; u++) {
-		while (!rc && posted < g->units && posted <= u + WINDOW &&
+	for (u = g->first; u < g->last && !rc; u++) {
+		while (!rc && posted < g->last && posted <= u + WINDOW &&
 		       posted < rwaited + 2 * WINDOW) {
 			/* A receive straight into the buffer (recv_flags())
 			 * overwrites what send posted - back read: that send
-			 * must have been posted (it is below u) and left. */
-			if (recv_flags(g) && !in_reduce_phase(c, g, posted)) {
+			 * must have been posted (it is below u) and left (or
+			 * belong to an earlier run, which has completed). */
+			if (recv_flags(g) && !in_reduce_phase(g, posted) &&
+			    posted - back >= g->first) {
 				if (posted - back >= u)
 					break;
 				while (!rc && swaited <= posted - back)
@@ -212,11 +224,11 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 		 * about 2 x WINDOW are posted (each holds a frame buffer). A
 		 * wait here is on a unit below u, so no rank waits for one that
 		 * waits for it. */
-		while (!rc && u >= lag && rwaited <= u - lag) {
+		while (!rc && u >= g->first + lag && rwaited <= u - lag) {
 			rc = gw_ctx_waitall(c->ctx, &rr[rwaited], 1);
 			/* Its frame is needed later only when it is a lossy
 			 * allgather payload that send rwaited + nseg forwards. */
-			if (!rc && !(g->lossy && !in_reduce_phase(c, g, rwaited)))
+			if (!rc && !(g->lossy && !in_reduce_phase(g, rwaited)))
 				trim(c, g, rwaited, 1);
 			rwaited++;
 		}
@@ -230,10 +242,9 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 			rc = wait_send(c, g, sr, swaited++);
 	}
 	if (rc) {
-		coll_fail(c, rc,
-			  in_reduce_phase(c, g, u - 1) ? "allreduce reduce-scatter"
-						       : "allreduce allgather",
-			  (int)((u - 1) / g->nseg));
+		snprintf(what, sizeof(what), "%s %s", g->grp->name,
+			 in_reduce_phase(g, u - 1) ? "reduce-scatter" : "allgather");
+		coll_fail(c, rc, what, (int)((u - 1) / g->nseg));
 		wait_or_abort(c, rr, g->units, rc);
 		wait_or_abort(c, sr, g->units, rc);
 		return rc;
@@ -242,11 +253,11 @@ static int ring_run(struct gw_coll *c, const struct ring *g)
 	 * a failure the rest are withdrawn, not waited for one timeout each. */
 	rc = wait_or_abort(c, sr, g->units, 0);
 	rc = wait_or_abort(c, rr, g->units, rc);
-	for (u = 0; u < g->units; u++) {
+	for (u = g->first; u < g->last; u++) {
 		trim(c, g, u, 0);
 		trim(c, g, u, 1);
 	}
-	return rc ? coll_fail(c, rc, "allreduce", 2 * (c->size - 1) - 1) : 0;
+	return rc ? coll_fail(c, rc, g->grp->name, (int)((g->last - 1) / g->nseg)) : 0;
 }
 
 /* Reserve c->req for units receives and sends, c->scratch for one segment. */
@@ -281,12 +292,18 @@ static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 	return c->seg_bytes && !seg ? 1 : seg;
 }
 
-int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
+int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
+			uint64_t n, unsigned lossy, unsigned phases)
 {
-	int size = c->size, rc;
+	int size = grp->size, rc;
 	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg, seg;
 	uint32_t steps = 2 * ((uint32_t)size - 1);
-	struct ring g = { .buf = buf, .q = q, .rem = rem };
+	struct ring g = { .grp = grp,
+			  .next = group_peer(grp, 1),
+			  .prev = group_peer(grp, -1),
+			  .buf = buf,
+			  .q = q,
+			  .rem = rem };
 
 	assert(!lossy || c->agreed);
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
@@ -297,6 +314,9 @@ int coll_ring_allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 	g.nseg = (uint32_t)nseg;
 	g.seg = (most + nseg - 1) / nseg;
 	g.units = steps * g.nseg;
+	/* The same units (hence slots) whichever phases run. */
+	g.first = phases & RING_RS ? 0 : (steps / 2) * g.nseg;
+	g.last = phases & RING_AG ? g.units : (steps / 2) * g.nseg;
 	g.lossy = lossy;
 	g.id = coll_stream_of(c, key);
 	rc = ring_reserve(c, g.units, g.seg, g.lossy);

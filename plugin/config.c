@@ -29,6 +29,7 @@ struct param {
 
 static const char *const mac_modes[] = { "off", "optional", "required", NULL };
 static const char *const log_levels[] = { "error", "warn", "info", "debug", NULL };
+static const char *const algos[] = { "auto", "ring", "hier", NULL }; /* enum gw_coll_algo */
 
 static const struct param table[] = {
 	{ .info = { "GRADWIRE_PROVIDER", "string", NULL,
@@ -53,6 +54,22 @@ static const struct param table[] = {
 	  .off = OFF(timeout_ms),
 	  .min = 1,
 	  .max = 86400000 },
+	{ .info = { "GRADWIRE_HOST_ID", "string", NULL,
+		    "the name of this rank's host: ranks with the same name share a host "
+		    "(GRADWIRE_CODEC_LOCAL, the hierarchical allreduce). Unset: the host "
+		    "name (gethostname()). For containers or network namespaces that share "
+		    "a host name but not a host, or hosts that emulate several" },
+	  .type = T_STR,
+	  .off = OFF(host_id) },
+	{ .info = { "GRADWIRE_ALGO", "one of: auto, ring, hier", "auto",
+		    "allreduce algorithm: ring (flat); hier (exact reduce-scatter inside "
+		    "each host, the ring across hosts, exact allgather inside); auto: hier "
+		    "on 2 or more hosts with equal numbers of ranks, more than one each, "
+		    "else ring. hier on another layout runs the ring and says why. Every "
+		    "rank must use the same value" },
+	  .type = T_ENUM,
+	  .off = OFF(algo),
+	  .names = algos },
 	{ .info = { "GRADWIRE_CODEC", "codec list", "none",
 		    "codec preference list for peers on other hosts, e.g. "
 		    "topk:ratio=0.01,int8,none (docs/codecs.md)" },
@@ -330,6 +347,11 @@ void gw_config_log(const struct gw_config *cfg, int rank)
 	}
 }
 
+uint64_t gw_config_host_id(const struct gw_config *cfg)
+{
+	return cfg->host_id ? gw_ctx_host_id_of(cfg->host_id) : gw_ctx_host_id_default();
+}
+
 void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -346,7 +368,9 @@ void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 	out->mac_mode = cfg->mac;
 	out->mac_key_file = cfg->mac_key_file;
 	out->mac_algs = cfg->mac_algs;
+	out->host_id = gw_config_host_id(cfg);
 	/* What the collectives (coll.c) assume equal on every rank. */
 	gw_ctx_cfg_agree(out, "GRADWIRE_MIN_COMPRESS_BYTES", cfg->min_compress_bytes);
 	gw_ctx_cfg_agree(out, "GRADWIRE_SEGMENT_BYTES", cfg->segment_bytes);
+	gw_ctx_cfg_agree(out, "GRADWIRE_ALGO", (uint64_t)cfg->algo);
 }

@@ -17,6 +17,8 @@ struct gw_config {
 	const char *provider;
 	const char *iface;
 	const char *job;
+	const char *host_id; /* GRADWIRE_HOST_ID, or NULL */
+	int algo;	     /* enum gw_coll_algo */
 	long timeout_ms;
 	const char *codec;
 	const char *codec_local;
@@ -51,6 +53,10 @@ int gw_config_load(struct gw_config *cfg, char *const *envp, char *err, size_t e
 
 /** gw_config_log() - one line per variable with its value and source. */
 void gw_config_log(const struct gw_config *cfg, int rank);
+
+/** gw_config_host_id() - this rank's host id: of GRADWIRE_HOST_ID when set,
+ * else of the host name (never 0; transport/conn.h). */
+uint64_t gw_config_host_id(const struct gw_config *cfg);
 
 /** gw_config_ctx() - the connection settings cfg describes. */
 void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out);

@@ -13,7 +13,9 @@
  * in --store DIR (a folder every rank reaches, empty for each run).
  *
  * Settings come from GRADWIRE_* (plugin/config.c); --provider, --iface,
- * --codec and --min-compress override them.
+ * --codec and --min-compress override them. --hosts H makes the local ranks
+ * emulate H hosts (GRADWIRE_HOST_ID), so the hierarchical allreduce runs
+ * (GRADWIRE_ALGO); the header line and the JSON say which algorithm ran.
  *
  * Each rank's data is deterministic (SplitMix64 of rank and size), so rank 0
  * computes the exact sum in double and reports the relative L2 error of the
@@ -49,6 +51,7 @@ struct opts {
 	int64_t min_compress; /* -1: GRADWIRE_MIN_COMPRESS_BYTES */
 	int64_t segment;      /* -1: GRADWIRE_SEGMENT_BYTES */
 	int timeout_s;
+	int hosts; /* local mode: emulate this many hosts (GRADWIRE_HOST_ID), or 0 */
 	bool check, json;
 };
 
@@ -113,10 +116,12 @@ static void usage(FILE *f)
 		   "         [--codec SPEC] [--provider P] [--iface I] [--min-compress BYTES]\n"
 		   "         [--segment BYTES]\n"
 		   "         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
-		   "         [--timeout-s S]\n"
+		   "         [--timeout-s S] [--hosts H]\n"
 		   "  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
 		   "  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
-		   "  every process joins the job through a file store in --store DIR.\n");
+		   "  every process joins the job through a file store in --store DIR.\n"
+		   "  --hosts H (local mode): the ranks emulate H hosts, rank r on host\n"
+		   "  r * H / n (GRADWIRE_HOST_ID), e.g. for the hierarchical allreduce.\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -284,8 +289,9 @@ static void sum_stats(struct gw_ctx *ctx, uint64_t *raw, uint64_t *wire)
 }
 
 /* One size: returns 0, 1 when --check found the result wrong, or -errno. */
-static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, uint64_t bytes,
-		    float *x, float *buf, double *times, double *all_times, struct rank_info *all)
+static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, const char *algo,
+		    uint64_t bytes, float *x, float *buf, double *times, double *all_times,
+		    struct rank_info *all)
 {
 	double *rss = all_times; /* free until the allgather below */
 	struct gw_ctx *ctx = gw_coll_ctx(c);
@@ -383,6 +389,8 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "true" : "false",
 		       overhead, (unsigned long long)state, slope);
 		json_str(codec);
+		printf(", \"algo\": ");
+		json_str(algo);
 		printf(", \"ranks\": %d, \"overhead_ratio_ranks\": [", size);
 		for (int r = 0; r < size; r++)
 			printf("%s%.3f", r ? ", " : "",
@@ -411,7 +419,9 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	struct gw_ctx *ctx = NULL;
 	struct gw_coll *c = NULL;
 	struct gw_conn_stats s;
-	char err[512], codec[GW_HS_SPEC_MAX + 1];
+	char err[512], codec[GW_HS_SPEC_MAX + 1], algo[64];
+	const char *a;
+	int nhosts = 1, per_host = 1;
 	float *x = NULL, *buf = NULL;
 	double *times = NULL, *all_times = NULL;
 	struct rank_info *all = NULL;
@@ -451,6 +461,13 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	if (rc)
 		goto out;
 	gw_coll_set_segment(c, cfg.segment_bytes);
+	gw_coll_set_algo(c, (enum gw_coll_algo)cfg.algo);
+	a = gw_coll_algo(c, &nhosts, &per_host);
+	if (!a) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	snprintf(algo, sizeof(algo), "%s", a);
 	/* What was negotiated with the next rank (all the same here). */
 	snprintf(codec, sizeof(codec), "%s", cc.codec ? cc.codec : "none");
 	if (size > 1 && !gw_ctx_stats(ctx, (rank + 1) % size, &s))
@@ -466,9 +483,10 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		goto out;
 	}
 	if (rank == 0 && !o->json) {
-		printf("# gradwire-perf: %d ranks, codec %s, provider %s, iface %s, "
-		       "min_compress %llu B, warmup %d, iters %d\n",
-		       size, codec, cc.tp.provider ? cc.tp.provider : "(default)",
+		printf("# gradwire-perf: %d ranks on %d hosts, allreduce %s, codec %s, provider "
+		       "%s, "
+		       "iface %s, min_compress %llu B, warmup %d, iters %d\n",
+		       size, nhosts, algo, codec, cc.tp.provider ? cc.tp.provider : "(default)",
 		       cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
 		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
@@ -477,7 +495,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		fflush(stdout);
 	}
 	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {
-		rc = run_size(c, o, codec, b, x, buf, times, all_times, all);
+		rc = run_size(c, o, codec, algo, b, x, buf, times, all_times, all);
 		if (rc < 0)
 			break;
 		bad |= rc;
@@ -538,6 +556,13 @@ static int run_local(const struct opts *o)
 			break;
 		}
 		if (pid[r] == 0) {
+			char host[32];
+
+			if (o->hosts) { /* rank r on host r * hosts / ranks */
+				snprintf(host, sizeof(host), "gradwire-perf-%d",
+					 r * o->hosts / o->ranks);
+				setenv("GRADWIRE_HOST_ID", host, 1);
+			}
 			alarm((unsigned)o->timeout_s);
 			_exit(rank_main(o, r, o->ranks, dir));
 		}
@@ -603,6 +628,7 @@ int main(int argc, char **argv)
 		{ "segment", required_argument, NULL, 'S' },
 		{ "store", required_argument, NULL, 's' },
 		{ "timeout-s", required_argument, NULL, 't' },
+		{ "hosts", required_argument, NULL, 'H' },
 		{ "check", no_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -664,6 +690,9 @@ int main(int argc, char **argv)
 		case 't':
 			bad |= parse_int(optarg, 1, 86400, &o.timeout_s);
 			break;
+		case 'H':
+			bad |= parse_int(optarg, 1, 256, &o.hosts);
+			break;
 		case 'C':
 			o.check = true;
 			break;
@@ -679,7 +708,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (bad || optind != argc || o.factor < 2 || o.minb < 4 || o.maxb < o.minb ||
-	    o.maxb > (UINT64_C(1) << 34)) {
+	    o.hosts > o.ranks || o.maxb > (UINT64_C(1) << 34)) {
 		fprintf(stderr, "gradwire-perf: invalid arguments (sizes: 4 <= -b <= -e"
 				" <= 16G, -f >= 2)\n");
 		usage(stderr);
@@ -691,6 +720,11 @@ int main(int argc, char **argv)
 				"gradwire-perf: rank %d of %d from the launcher: "
 				"--store DIR (a folder all ranks reach) is required\n",
 				rank, size);
+			return 2;
+		}
+		if (o.hosts) {
+			fprintf(stderr, "gradwire-perf: --hosts is for local mode; under a "
+					"launcher set GRADWIRE_HOST_ID where needed\n");
 			return 2;
 		}
 		return rank_main(&o, rank, size, o.store);

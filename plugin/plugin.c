@@ -132,6 +132,7 @@ static int context_open(struct gradwire_context *g, int rank, int size, struct g
 		goto err_count;
 	}
 	gw_coll_set_segment(g->coll, cfg.segment_bytes);
+	gw_coll_set_algo(g->coll, (enum gw_coll_algo)cfg.algo);
 	*out = g;
 	return 0;
 

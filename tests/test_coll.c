@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include "tutil.h"
 #include "tp_harness.h"
+#include "coll_util.h"
 #include "conn.h"
 #include "coll.h"
 
@@ -41,35 +42,16 @@ struct coll_arg {
 static struct gw_coll *open_coll(const struct coll_arg *a, int rank, int size, const char *dir,
 				 struct gw_store **st, struct gw_ctx **ctx)
 {
-	struct tp_env env = { tp_net_provider(),
-			      "lo",
-			      false,
-			      GW_LOG_ERROR,
-			      a->timeout_ms ? a->timeout_ms : 8000,
-			      0 };
-	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
-	char err[512];
-	int rc;
+	int rc = ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000,
+			 a->timeout_ms, st, ctx);
 
-	cfg.codec = a->codec;
-	cfg.min_compress_bytes = 64; /* lossy paths run on small chunks too */
-	cfg.host_id = (uint64_t)(rank + 1) * 1000;
-	rc = gw_store_file_create(dir, st);
-	if (!rc)
-		rc = gw_ctx_create(&cfg, rank, size, *st, ctx, err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "store");
-	if (!rc && tp_check_loopback(gw_ctx_tp(*ctx), &env))
-		rc = -EADDRNOTAVAIL;
 	if (!rc)
 		rc = gw_coll_create(*ctx, &c);
-	if (!rc && a->seg)
-		gw_coll_set_segment(c, a->seg);
-	if (rc) {
-		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
+	if (rc)
 		return NULL;
-	}
+	if (a->seg)
+		gw_coll_set_segment(c, a->seg);
 	return c;
 }
 
@@ -78,89 +60,6 @@ static void close_coll(struct gw_coll *c, struct gw_ctx *ctx, struct gw_store *s
 	gw_coll_destroy(c);
 	gw_ctx_destroy(ctx);
 	gw_store_destroy(st);
-}
-
-static uint64_t seed_of(int rank, uint64_t n, int step)
-{
-	return (uint64_t)rank * 7919 + n * 31 + (uint64_t)step * 104729 + 1;
-}
-
-/* exact[i] = sum over ranks of their data, in double. */
-static void exact_sum(double *exact, double *mag, uint64_t n, int size, int step)
-{
-	float *x = tu_alloc(n * 4 + 4);
-
-	memset(exact, 0, n * sizeof(double));
-	memset(mag, 0, n * sizeof(double));
-	for (int r = 0; r < size; r++) {
-		tu_fill(x, n, seed_of(r, n, step));
-		for (uint64_t i = 0; i < n; i++) {
-			exact[i] += x[i];
-			mag[i] += fabs(x[i]);
-		}
-	}
-	free(x);
-}
-
-static double rel_l2(const float *y, const double *exact, uint64_t n, double scale)
-{
-	double e = 0, t = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		double d = y[i] - exact[i] * scale;
-
-		e += d * d;
-		t += exact[i] * scale * exact[i] * scale;
-	}
-	return t > 0 ? sqrt(e / t) : sqrt(e);
-}
-
-/* Record a result's hash for the parent: "<dir>/<tag>-<rank>", one per line. */
-static int record(const struct coll_arg *a, const char *tag, int rank, const void *p, size_t len)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s-%d", a->dir, tag, rank);
-	f = fopen(path, "a");
-	if (!f)
-		return -1;
-	fprintf(f, "%016llx\n", (unsigned long long)tp_hash(p, len));
-	fclose(f);
-	return 0;
-}
-
-/* Read a rank's file (which must exist) into buf as a string, remove it. */
-static size_t take_file(const char *path, char *buf, size_t cap)
-{
-	FILE *f = fopen(path, "r");
-	size_t len;
-
-	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-	len = fread(buf, 1, cap - 1, f);
-	buf[len] = 0;
-	fclose(f);
-	unlink(path);
-	return len;
-}
-
-/* Every rank's hash file of tag holds the same lines. */
-static void check_identical(const struct coll_arg *a, const char *tag, int size)
-{
-	char path[128], first[4096] = "", buf[4096];
-
-	for (int r = 0; r < size; r++) {
-		size_t len;
-
-		snprintf(path, sizeof(path), "%s/%s-%d", a->dir, tag, r);
-		len = take_file(path, buf, sizeof(buf));
-		if (r == 0)
-			memcpy(first, buf, len + 1);
-		else if (strcmp(first, buf))
-			printf("\n  %s: rank %d's result differs from rank 0's\n", tag, r);
-		CU_ASSERT_STRING_EQUAL(first, buf);
-		CU_ASSERT(len > 0);
-	}
 }
 
 /* ---- allreduce: SUM and AVG, every codec ------------------------------------ */
@@ -179,12 +78,12 @@ static int body_allreduce(int rank, int size, const char *dir, void *arg)
 		float *y = tu_alloc(n * 4 + 4);
 		double *exact = tu_alloc(n * 8 + 8), *mag = tu_alloc(n * 8 + 8);
 
-		exact_sum(exact, mag, n, size, 0);
+		ct_exact_sum(exact, mag, n, size, 0);
 		for (int op = GW_COLL_SUM; op <= GW_COLL_AVG; op++) {
 			double scale = op == GW_COLL_AVG ? 1.0 / size : 1.0, err;
 			int rc;
 
-			tu_fill(y, n, seed_of(rank, n, 0));
+			tu_fill(y, n, ct_seed(rank, n, 0));
 			rc = gw_coll_allreduce(c, y, n, op, GW_CTX_LOSSY);
 			if (rc) {
 				fprintf(stderr, "rank %d n=%llu: %s\n", rank, (unsigned long long)n,
@@ -207,24 +106,24 @@ static int body_allreduce(int rank, int size, const char *dir, void *arg)
 						return 13;
 					}
 				}
-			} else if ((err = rel_l2(y, exact, n, scale)) > a->bound) {
+			} else if ((err = ct_rel_l2(y, exact, n, scale)) > a->bound) {
 				fprintf(stderr,
 					"rank %d codec %s n=%llu op %d: rel err %g > "
 					"%g\n",
 					rank, a->codec, (unsigned long long)n, op, err, a->bound);
 				return 14;
 			}
-			if (record(a, "ar", rank, y, n * 4))
+			if (ct_record(a->dir, "ar", rank, y, n * 4))
 				return 15;
 		}
 		/* Without GW_CTX_LOSSY every codec is exact. */
-		tu_fill(y, n, seed_of(rank, n, 0));
+		tu_fill(y, n, ct_seed(rank, n, 0));
 		if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0))
 			return 16;
 		for (uint64_t i = 0; i < n; i++)
 			if (!(fabs(y[i] - exact[i]) <= 1e-5 * mag[i] + 1e-30))
 				return 17;
-		if (record(a, "ar", rank, y, n * 4))
+		if (ct_record(a->dir, "ar", rank, y, n * 4))
 			return 18;
 		free(y), free(exact), free(mag);
 	}
@@ -236,7 +135,7 @@ static int body_allreduce(int rank, int size, const char *dir, void *arg)
 		float *y = tu_alloc(n * 4);
 		double ratio;
 
-		tu_fill(y, n, seed_of(rank, n, 1));
+		tu_fill(y, n, ct_seed(rank, n, 1));
 		gw_ctx_stats(ctx, (rank + 1) % size, &s0);
 		if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, GW_CTX_LOSSY))
 			return 19;
@@ -284,7 +183,7 @@ static void allreduce_codec(const char *codec, double bound, double wire)
 		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
 		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
 		run(size, 60, body_allreduce, &a);
-		check_identical(&a, "ar", size);
+		ct_check_identical(a.dir, "ar", size);
 		rmdir(a.dir);
 	}
 }
@@ -326,12 +225,12 @@ static int body_exact(int rank, int size, const char *dir, void *arg)
 		size_t len = lens[z];
 		uint8_t *mine = tu_alloc(len), *all = tu_alloc(len * (size_t)size);
 
-		tp_pattern(mine, len, seed_of(rank, len, 1));
+		tp_pattern(mine, len, ct_seed(rank, len, 1));
 		rc = gw_coll_allgather(c, mine, all, len);
 		if (rc)
 			return 20;
 		for (int r = 0; r < size; r++)
-			if (tp_mismatch(all + (size_t)r * len, len, seed_of(r, len, 1)))
+			if (tp_mismatch(all + (size_t)r * len, len, ct_seed(r, len, 1)))
 				return 21;
 		/* In place: our block is already where it belongs. */
 		memset(all, 0, len * (size_t)size);
@@ -340,17 +239,17 @@ static int body_exact(int rank, int size, const char *dir, void *arg)
 		if (rc)
 			return 22;
 		for (int r = 0; r < size; r++)
-			if (tp_mismatch(all + (size_t)r * len, len, seed_of(r, len, 1)))
+			if (tp_mismatch(all + (size_t)r * len, len, ct_seed(r, len, 1)))
 				return 23;
 		for (int root = 0; root < size; root++) {
 			if (rank == root)
-				tp_pattern(mine, len, seed_of(root, len, 2));
+				tp_pattern(mine, len, ct_seed(root, len, 2));
 			else
 				memset(mine, 0, len);
 			rc = gw_coll_broadcast(c, root, mine, len);
 			if (rc)
 				return 24;
-			if (tp_mismatch(mine, len, seed_of(root, len, 2)))
+			if (tp_mismatch(mine, len, ct_seed(root, len, 2)))
 				return 25;
 		}
 		free(mine), free(all);
@@ -421,13 +320,13 @@ static int body_feedback(int rank, int size, const char *dir, void *arg)
 	for (int k = 0; k < 2; k++) {
 		exact[k] = tu_alloc(EF_N * 8);
 		avg[k] = tu_alloc(EF_N * 8);
-		exact_sum(exact[k], mag, EF_N, size, k * 5);
+		ct_exact_sum(exact[k], mag, EF_N, size, k * 5);
 	}
 	for (int s = 1; s <= EF_STEPS; s++) {
 		for (int k = 0; k < 2; k++) {
 			double e = 0, t = 0;
 
-			tu_fill(y, EF_N, seed_of(rank, EF_N, k * 5)); /* the same gradient */
+			tu_fill(y, EF_N, ct_seed(rank, EF_N, k * 5)); /* the same gradient */
 			if (k == 0 ? gw_coll_allreduce(c, y, EF_N, GW_COLL_SUM, GW_CTX_LOSSY)
 				   : gw_coll_allreduce_id(c, 7, y, EF_N, GW_COLL_SUM, GW_CTX_LOSSY))
 				return 11;
@@ -490,10 +389,10 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 	tu_low_rank(y, ROWS, COLS, 4, 100 + (uint64_t)rank, 99);
 	if (gw_coll_allreduce_id(c, 1, y, N, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 11;
-	err = rel_l2(y, sum, N, 1.0);
+	err = ct_rel_l2(y, sum, N, 1.0);
 	if (rank == 0)
 		printf("\n  exact rank 4 at rank 4, %d ranks: relative error %.2e", size, err);
-	if (err > 1e-5 || record(a, "lr", rank, y, N * 4))
+	if (err > 1e-5 || ct_record(a->dir, "lr", rank, y, N * 4))
 		return 12;
 
 	/* 2. Full-rank gradients, several steps: replicas identical, the wire
@@ -504,11 +403,11 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 	memset(run_out, 0, N * 8);
 	memset(run_in, 0, N * 8);
 	for (int step = 0; step < STEPS; step++) {
-		exact_sum(sum, mag, N, size, step);
-		tu_fill(y, N, seed_of(rank, N, step));
+		ct_exact_sum(sum, mag, N, size, step);
+		tu_fill(y, N, ct_seed(rank, N, step));
 		if (gw_coll_allreduce_id(c, 2, y, N, GW_COLL_AVG, GW_CTX_LOSSY))
 			return 13;
-		err = rel_l2(y, sum, N, 1.0 / size);
+		err = ct_rel_l2(y, sum, N, 1.0 / size);
 		for (uint64_t i = 0; i < N; i++) {
 			if (!isfinite(y[i]))
 				return 14;
@@ -521,7 +420,7 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 				    : "\n  random data, AVG, "
 				      "relative error by step: ",
 			       err);
-		if (err > 1.5 || record(a, "lr", rank, y, N * 4))
+		if (err > 1.5 || ct_record(a->dir, "lr", rank, y, N * 4))
 			return 15;
 	}
 	{
@@ -555,32 +454,32 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 	snprintf(path, sizeof(path), "%s/rs-%d", a->dir, rank);
 	if (gw_ctx_residuals_save(ctx, path))
 		return 17;
-	tu_fill(y, N, seed_of(rank, N, 100));
+	tu_fill(y, N, ct_seed(rank, N, 100));
 	if (gw_coll_allreduce_id(c, 2, y, N, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 18;
 	memcpy(keep, y, N * 4);
 	if (gw_ctx_residuals_load(ctx, path))
 		return 19;
 	unlink(path);
-	tu_fill(y, N, seed_of(rank, N, 100));
+	tu_fill(y, N, ct_seed(rank, N, 100));
 	if (gw_coll_allreduce_id(c, 2, y, N, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 20;
 	if (memcmp(keep, y, N * 4))
 		return 21;
 
 	/* 4. Too small to save the factor (7 values): exact. */
-	tu_fill(y, 7, seed_of(rank, 7, 0));
-	exact_sum(sum, mag, 7, size, 0);
+	tu_fill(y, 7, ct_seed(rank, 7, 0));
+	ct_exact_sum(sum, mag, 7, size, 0);
 	if (gw_coll_allreduce(c, y, 7, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 22;
 	for (int i = 0; i < 7; i++)
 		if (fabs(y[i] - sum[i]) > 1e-5 * mag[i])
 			return 23;
-	if (record(a, "lr", rank, y, 7 * 4))
+	if (ct_record(a->dir, "lr", rank, y, 7 * 4))
 		return 24;
 
 	/* 5. A NaN on one rank: that step is exact on every rank (NaN shows). */
-	tu_fill(y, N, seed_of(rank, N, 7));
+	tu_fill(y, N, ct_seed(rank, N, 7));
 	if (rank == size - 1)
 		y[5] = NAN;
 	if (gw_coll_allreduce_id(c, 2, y, N, GW_COLL_SUM, GW_CTX_LOSSY))
@@ -600,22 +499,12 @@ static void test_lowrank(void)
 		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
 		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
 		run(size, 120, body_lowrank, &a);
-		check_identical(&a, "lr", size);
+		ct_check_identical(a.dir, "lr", size);
 		rmdir(a.dir);
 	}
 }
 
 /* ---- a rank killed mid-collective -------------------------------------------- */
-
-/* Kills this process kill_ms after it was started (inside an allreduce). */
-static void *killer(void *arg)
-{
-	struct timespec d = { 0, *(const int *)arg * 1000000L };
-
-	nanosleep(&d, NULL);
-	raise(SIGKILL);
-	return NULL;
-}
 
 /*
  * Rank kill_rank dies kill_ms into its kill_call-th allreduce of 16 MiB,
@@ -648,11 +537,11 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 	if (!c)
 		return 10;
 	for (call = 0; call < 4; call++) {
-		tu_fill(y, n, seed_of(rank, n, call));
+		tu_fill(y, n, ct_seed(rank, n, call));
 		if (call == a->kill_call)
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (rank == a->kill_rank && call == a->kill_call &&
-		    pthread_create(&th, NULL, killer, (void *)&a->kill_ms))
+		    pthread_create(&th, NULL, ct_killer, (void *)&a->kill_ms))
 			return 11;
 		if (rank == prev_of_victim && call == a->kill_call)
 			nanosleep(&late, NULL);
@@ -691,7 +580,7 @@ static void test_killed(void)
 	run(4, 60, body_kill, &a);
 	for (int r = 0; r < 4; r++) {
 		snprintf(path, sizeof(path), "%s/err-%d", a.dir, r);
-		take_file(path, text, sizeof(text));
+		ct_take_file(path, text, sizeof(text));
 		/* Rank 2 receives from the dead rank 1: it must say so. */
 		if (r == 2)
 			CU_ASSERT_PTR_NOT_NULL(strstr(text, "from rank 1"));
@@ -736,7 +625,7 @@ static int body_disagree(int rank, int size, const char *dir, void *arg)
 
 	if (!c)
 		return 10;
-	tu_fill(y, d->n, seed_of(rank, d->n, 0));
+	tu_fill(y, d->n, ct_seed(rank, d->n, 0));
 	if (gw_coll_allreduce_id(c, d->id, y, d->n, GW_COLL_SUM, GW_CTX_LOSSY))
 		return 11;
 	t0 = gw_now_ms();

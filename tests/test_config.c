@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "tutil.h"
+#include "coll.h"
 #include "config.h"
 
 static int load(struct gw_config *c, const char *a, const char *b, char *err)
@@ -62,6 +64,40 @@ static void test_values(void)
 	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_MAC_ALGS=hmac-sha256", "OTHER=1", err), 0);
 }
 
+/* GRADWIRE_HOST_ID names the host: the same name, the same id; unset, the
+ * host name's. GRADWIRE_ALGO reaches the collectives and is agreed. */
+static void test_host_algo(void)
+{
+	struct gw_config c;
+	struct gw_ctx_cfg x, y;
+	char err[512], name[256] = "";
+	bool agreed = false;
+
+	CU_ASSERT_EQUAL_FATAL(load(&c, NULL, NULL, err), 0);
+	CU_ASSERT_PTR_NULL(c.host_id);
+	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_AUTO);
+	gw_config_ctx(&c, &x);
+	gethostname(name, sizeof(name) - 1);
+	CU_ASSERT_EQUAL(x.host_id, gw_ctx_host_id_of(name));
+	CU_ASSERT_EQUAL(gw_config_host_id(&c), x.host_id);
+	CU_ASSERT_EQUAL_FATAL(load(&c, "GRADWIRE_HOST_ID=rack1-node7", "GRADWIRE_ALGO=hier", err),
+			      0);
+	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_HIER);
+	gw_config_ctx(&c, &x);
+	CU_ASSERT_EQUAL(x.host_id, gw_ctx_host_id_of("rack1-node7"));
+	CU_ASSERT_EQUAL(gw_config_host_id(&c), x.host_id); /* the Gloo device's */
+	CU_ASSERT_NOT_EQUAL(x.host_id, 0);
+	for (unsigned i = 0; i < x.nagree && i < GW_HS_MAX_AGREE; i++)
+		if (!strcmp(x.agree[i].name, "GRADWIRE_ALGO"))
+			agreed = x.agree[i].value == GW_COLL_ALGO_HIER;
+	CU_ASSERT_TRUE(agreed);
+	CU_ASSERT_EQUAL_FATAL(load(&c, "GRADWIRE_HOST_ID=rack1-node8", "GRADWIRE_ALGO=ring", err),
+			      0);
+	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_RING);
+	gw_config_ctx(&c, &y);
+	CU_ASSERT_NOT_EQUAL(y.host_id, x.host_id);
+}
+
 static void expect_bad(const char *kv, const char *needle)
 {
 	struct gw_config c;
@@ -89,6 +125,8 @@ static void test_strict(void)
 	expect_bad("GRADWIRE_MIN_COMPRESS_BYTES=1T", "size");
 	expect_bad("GRADWIRE_LOG=verbose", "error, warn, info, debug");
 	expect_bad("GRADWIRE_PROVIDER=", "GRADWIRE_PROVIDER");
+	expect_bad("GRADWIRE_HOST_ID=", "GRADWIRE_HOST_ID");
+	expect_bad("GRADWIRE_ALGO=tree", "one of: auto, ring, hier");
 	expect_bad("GRADWIRE_CODECS=fp16", "did you mean GRADWIRE_CODEC?");
 	expect_bad("GRADWIRE_NONSENSE_VARIABLE=1", "unknown variable GRADWIRE_NONSENSE_VARIABLE");
 }
@@ -148,6 +186,7 @@ int main(void)
 	static CU_TestInfo tests[] = {
 		{ "defaults", test_defaults },
 		{ "values and sources", test_values },
+		{ "GRADWIRE_HOST_ID and GRADWIRE_ALGO", test_host_algo },
 		{ "strict: bad values and unknown names", test_strict },
 		{ "docs/configuration.md matches the table", test_docs },
 		CU_TEST_INFO_NULL,

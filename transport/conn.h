@@ -267,8 +267,19 @@ int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
  */
 int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving);
 
-/** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0. */
+/** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0:
+ * gw_ctx_host_id_of() of the host name (gethostname()). */
 uint64_t gw_ctx_host_id_default(void);
+/** gw_ctx_host_id_of() - the host id of a name: FNV-1a 64 of its bytes
+ * (1 where that is 0), what GRADWIRE_HOST_ID=name sets. */
+uint64_t gw_ctx_host_id_of(const char *name);
+/**
+ * gw_ctx_host_id() - rank's host id as every rank read it from the store at
+ * gw_ctx_create() (so all ranks hold the same list), or 0 for a bad rank.
+ */
+uint64_t gw_ctx_host_id(const struct gw_ctx *ctx, int rank);
+/** gw_ctx_log_level() - the context's log level (enum gw_log_level). */
+int gw_ctx_log_level(const struct gw_ctx *ctx);
 
 /**
  * gw_ctx_mac_algs_check() - whether list is a valid cfg->mac_algs value: a

@@ -137,7 +137,8 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 	gw_codec_init(&ctx->none, gw_codec_find("none"));
 	rc = -ENOMEM;
 	ctx->conns = calloc((size_t)size, sizeof(*ctx->conns));
-	if (!ctx->conns)
+	ctx->host = calloc((size_t)size, sizeof(*ctx->host));
+	if (!ctx->conns || !ctx->host)
 		goto err_free;
 	for (int p = 0; p < size; p++) {
 		ctx->conns[p].peer = p;
@@ -194,6 +195,7 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 	gw_tp_destroy(ctx->tp); /* after the buffers' registrations went */
 	gw_rstore_destroy(ctx->rs);
 	free(ctx->conns);
+	free(ctx->host);
 	free(ctx->scratch);
 	free(ctx);
 }
@@ -209,6 +211,16 @@ int gw_ctx_size(const struct gw_ctx *ctx)
 struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx)
 {
 	return ctx->tp;
+}
+
+uint64_t gw_ctx_host_id(const struct gw_ctx *ctx, int rank)
+{
+	return rank >= 0 && rank < ctx->size ? ctx->host[rank] : 0;
+}
+
+int gw_ctx_log_level(const struct gw_ctx *ctx)
+{
+	return ctx->log_level;
 }
 
 const char *gw_ctx_provider(const struct gw_ctx *ctx)

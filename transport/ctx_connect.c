@@ -5,6 +5,12 @@
  * handshake.c keeps the pure rules (messages, decision, keys); this file
  * moves them (conn.h has the contract; docs/wire-format.md the bytes).
  *
+ * Host ids. A rank's host id is FNV-1a (64 bits) of its host name
+ * (gethostname()), or of GRADWIRE_HOST_ID where that is set (cfg->host_id),
+ * never 0. Every rank reads every rank's id from the store, so all hold the
+ * same list (gw_ctx_host_id()): it decides which codec list a peer gets, and
+ * the collectives' topology (plugin/coll_hier.c).
+ *
  * Handshake (all peers at once, two rounds):
  *   store: "<job>/host/<rank>" = host id
  *   CTRL slot 0 seq 0: HELLO both ways;  decide;  CTRL slot 0 seq 1: FINISHED.
@@ -22,12 +28,10 @@
 #define HS_SEQ_HELLO 0
 #define HS_SEQ_FINISHED 1
 
-uint64_t gw_ctx_host_id_default(void)
+uint64_t gw_ctx_host_id_of(const char *name)
 {
-	char name[256] = "";
 	uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
 
-	gethostname(name, sizeof(name) - 1);
 	for (const char *p = name; *p; p++)
 		h = (h ^ (uint8_t)*p) * UINT64_C(0x100000001b3);
 	return h ? h : 1;
@@ -38,6 +42,14 @@ int gw_ctx_mac_algs_check(const char *list)
 	uint8_t algs[GW_HS_MAX_ALGS];
 
 	return gw_mac_alg_list_parse(list, algs, GW_HS_MAX_ALGS) < 0 ? -EINVAL : 0;
+}
+
+uint64_t gw_ctx_host_id_default(void)
+{
+	char name[256] = "";
+
+	gethostname(name, sizeof(name) - 1);
+	return gw_ctx_host_id_of(name);
 }
 
 static int parse_algs(const char *list, struct gw_hs_hello *h, char *err, size_t errlen)
@@ -285,6 +297,7 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_st
 
 	/* Host ids first: they decide which codec list each peer gets. */
 	snprintf(key, sizeof(key), "%s/host/%d", job, ctx->rank);
+	ctx->host[ctx->rank] = host;
 	rc = gw_store_set(st, key, &host, sizeof(host));
 	for (int p = 0; p < ctx->size && !rc; p++) {
 		uint64_t ph = 0;
@@ -299,6 +312,7 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_st
 			snprintf(err, errlen, "rank %d's host id: %s", p, gw_strerror(rc));
 			break;
 		}
+		ctx->host[p] = ph;
 		rc = hello_for(cfg, &base, ph == host, &hp[p], err, errlen);
 	}
 	if (!rc)

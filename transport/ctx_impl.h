@@ -52,6 +52,7 @@ struct gw_ctx {
 	uint64_t min_compress_bytes;
 	struct gw_tp *tp;
 	struct conn *conns; /* size entries; conns[rank] unused */
+	uint64_t *host;	    /* size entries: every rank's host id (the store's) */
 	struct gw_rstore *rs;
 	struct gw_codec none;
 	void *scratch;

@@ -17,7 +17,7 @@
 #include "gradwire/codec.h"
 #include "mac.h"
 
-#define GW_HS_VERSION 3
+#define GW_HS_VERSION 4
 #define GW_HS_NONCE 32
 #define GW_HS_MAX_CODECS 8
 #define GW_HS_MAX_ALGS 4

@@ -69,7 +69,14 @@ void gwg_destroy(struct gwg_ctx *c)
 
 uint64_t gwg_host_id(void)
 {
-	return gw_ctx_host_id_default();
+	struct gw_config cfg;
+	char err[256];
+
+	/* The id the context will use (GRADWIRE_HOST_ID, else the host name):
+	 * the addresses' ids must match what the handshake compares. */
+	if (gw_config_load(&cfg, NULL, err, sizeof(err)))
+		return gw_ctx_host_id_default(); /* the context fails on it anyway */
+	return gw_config_host_id(&cfg);
 }
 
 const char *gwg_provider(struct gwg_ctx *c)
