@@ -340,6 +340,9 @@ static int plugin_barrier(struct gradwire_context *g)
 	return g ? gw_coll_barrier(g->coll) : -EINVAL;
 }
 
+/* Frozen for v1: members are added only in place of reserved words. */
+_Static_assert(sizeof(struct gradwire_stats) == 320, "struct gradwire_stats changed size");
+
 static int plugin_stats(struct gradwire_context *g, int peer, struct gradwire_stats *out)
 {
 	struct gw_conn_stats s;
@@ -353,6 +356,7 @@ static int plugin_stats(struct gradwire_context *g, int peer, struct gradwire_st
 	memset(out, 0, sizeof(*out));
 	snprintf(out->codec, sizeof(out->codec), "%s", s.codec);
 	snprintf(out->mac, sizeof(out->mac), "%s", s.mac_name);
+	snprintf(out->provider, sizeof(out->provider), "%s", s.provider);
 	out->fell_back = s.fell_back;
 	out->frames_sent = s.frames_sent;
 	out->frames_recv = s.frames_recv;

@@ -269,9 +269,12 @@ static int body(int rank, int size, const char *dir, void *varg)
 	if (rc)
 		FAIL(30, "stats: %s", gw->strerror(rc));
 	if (strncmp(st.codec, "int8", 4) || !st.frames_sent ||
-	    !(st.wire_sent < st.raw_sent / 4 * 3) || strcmp(st.mac, "none"))
-		FAIL(31, "stats to %d: codec %s, mac %s, %llu frames, wire %llu of raw %llu", next,
-		     st.codec, st.mac, (unsigned long long)st.frames_sent,
+	    !(st.wire_sent < st.raw_sent / 4 * 3) || strcmp(st.mac, "none") ||
+	    strcmp(st.provider, tp_net_provider()))
+		FAIL(31,
+		     "stats to %d: codec %s, mac %s, provider '%s', %llu frames, wire %llu of raw "
+		     "%llu",
+		     next, st.codec, st.mac, st.provider, (unsigned long long)st.frames_sent,
 		     (unsigned long long)st.wire_sent, (unsigned long long)st.raw_sent);
 	rc = gw->stats(c, prev, &st);
 	if (rc || !st.frames_recv || st.mac_failures || st.rejected)

@@ -61,6 +61,7 @@ struct gw_conn_stats {
 	char codec[GW_HS_SPEC_MAX + 1];
 	enum gw_mac_alg mac;
 	char mac_name[32]; /* the MAC's name, e.g. "gmac-aes256" or "none" */
+	char provider[32]; /* the libfabric provider that carries it */
 	bool fell_back;
 	uint64_t frames_sent, frames_recv;
 	uint64_t raw_sent, wire_sent; /* bytes of tensor data / of frames */

@@ -312,6 +312,7 @@ int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s)
 		gw_codec_format(&c->hs.codec, s->codec, sizeof(s->codec));
 	s->mac = c->hs.mac;
 	snprintf(s->mac_name, sizeof(s->mac_name), "%s", gw_mac_alg_name(c->hs.mac));
+	snprintf(s->provider, sizeof(s->provider), "%s", gw_tp_provider(ctx->tp));
 	s->fell_back = c->hs.fell_back;
 	return 0;
 }
@@ -324,13 +325,13 @@ void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f)
 		if (gw_ctx_stats(ctx, p, &s))
 			continue;
 		fprintf(f,
-			"gradwire[%d]: peer %d codec %s%s mac %s | sent %llu frames "
+			"gradwire[%d]: peer %d over %s codec %s%s mac %s | sent %llu frames "
 			"%llu B raw %llu B wire (x%.2f) | recv %llu frames %llu B raw "
 			"%llu B wire | mac failures %llu rejected %llu timeouts %llu "
 			"errors %llu residual resets %llu\n",
-			ctx->rank, p, s.codec, s.fell_back ? " (fallback)" : "", s.mac_name,
-			(unsigned long long)s.frames_sent, (unsigned long long)s.raw_sent,
-			(unsigned long long)s.wire_sent,
+			ctx->rank, p, s.provider, s.codec, s.fell_back ? " (fallback)" : "",
+			s.mac_name, (unsigned long long)s.frames_sent,
+			(unsigned long long)s.raw_sent, (unsigned long long)s.wire_sent,
 			s.wire_sent ? (double)s.raw_sent / (double)s.wire_sent : 0.0,
 			(unsigned long long)s.frames_recv, (unsigned long long)s.raw_recv,
 			(unsigned long long)s.wire_recv, (unsigned long long)s.mac_failures,

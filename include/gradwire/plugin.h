@@ -68,6 +68,10 @@ struct gradwire_store {
  * @fell_back: the peers shared no codec and use "none".
  * @raw_*: bytes of tensor data; @wire_*: bytes of frames on the wire.
  * @mac_failures: frames whose tag did not verify; @rejected: other bad frames.
+ * @provider: the libfabric provider that carries the connection ("net",
+ *            "tcp;ofi_rxm", "shm", "verbs;ofi_rxm"). Added after v1's first
+ *            release in place of four reserved words, so the size is
+ *            unchanged; an older library leaves it empty.
  */
 struct gradwire_stats {
 	char codec[128];
@@ -80,7 +84,8 @@ struct gradwire_stats {
 	uint64_t mac_failures, rejected;
 	uint64_t timeouts, errors;
 	uint64_t residual_resets;
-	uint64_t reserved[8];
+	char provider[32];
+	uint64_t reserved[4];
 };
 
 /* A rank's connections to its peers and its collectives; opaque. */

@@ -178,6 +178,7 @@ def _train(rank, world, folder, cfg):
            "wire_bytes": wire, "raw_bytes": raw, "exact_bytes": exact,
            "seconds": elapsed, "rss": rss,
            "codecs": state.codecs if state else {},
+           "providers": state.providers if state else {},
            "resets": [state.ctx.stats(p).residual_resets for p in range(world) if p != rank] if state else []}
     if state:
         state.close()

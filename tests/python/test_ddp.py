@@ -22,6 +22,7 @@ Exit 77 (skip) when torch is missing or the library lacks the codec.
 GW_LIB names libgradwire.so.
 """
 import importlib
+import os
 import sys
 import time
 
@@ -88,6 +89,9 @@ def test_codec(spec):
         neg = set(r["codecs"].values())
         check(len(neg) == 1 and neg.pop().split(":")[0] == name,
               f"rank {r['rank']} negotiated {r['codecs']}")
+        want = os.environ.get("GRADWIRE_PROVIDER", "net")
+        check(set(r["providers"].values()) == {want},
+              f"rank {r['rank']}'s connections run over {want}: {r['providers']}")
     exact = sum(got[0]["exact_bytes"][warmup:])
     wire = sum(got[0]["wire_bytes"][warmup:])
     ratio = exact / wire if wire else 0.0

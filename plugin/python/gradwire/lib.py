@@ -47,7 +47,8 @@ class Stats(ctypes.Structure):
                 ("mac_failures", ctypes.c_uint64), ("rejected", ctypes.c_uint64),
                 ("timeouts", ctypes.c_uint64), ("errors", ctypes.c_uint64),
                 ("residual_resets", ctypes.c_uint64),
-                ("reserved", ctypes.c_uint64 * 8)]
+                ("provider", ctypes.c_char * 32),
+                ("reserved", ctypes.c_uint64 * 4)]
 
 
 _F = ctypes.CFUNCTYPE

@@ -155,6 +155,8 @@ class State:
         set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{gen}")
         self.ctx = _lib.Context.create(self.lib, self.rank, self.size,
                                        set_fn, get_fn)
+        self.providers = {p: self.ctx.stats(p).provider.decode()
+                          for p in range(self.size) if p != self.rank}
         self.codecs = {p: self.ctx.stats(p).codec.decode()
                        for p in range(self.size) if p != self.rank}
         self._totals = self._totals_now()	# the handshake is not a step's
