@@ -102,9 +102,7 @@ int coll_fail(struct gw_coll *c, int rc, const char *what, int step)
 	if (!c->err) {
 		c->err = rc;
 		if (peer >= 0)
-			snprintf(c->errmsg, sizeof(c->errmsg),
-				 "%s step %d failed: %s "
-				 "(%s rank %d)",
+			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s (%s rank %d)",
 				 what, step, gw_strerror(rc),
 				 receiving ? "receiving from" : "sending to", peer);
 		else
@@ -274,8 +272,7 @@ static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 			 (unsigned long long)b->n);
 	else if (a->n != b->n)
 		snprintf(m, len,
-			 "allreduce #%u of %s: rank %d passes %llu values, "
-			 "rank %d passes %llu",
+			 "allreduce #%u of %s: rank %d passes %llu values, rank %d passes %llu",
 			 a->call, ta, ra, (unsigned long long)a->n, rb, (unsigned long long)b->n);
 	else if (a->call != b->call)
 		snprintf(m, len,
@@ -283,9 +280,7 @@ static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 			 "at #%u (a rank skipped or repeated an allreduce)",
 			 ta, ra, a->call, rb, b->call);
 	else if (a->op != b->op)
-		snprintf(m, len,
-			 "allreduce #%u of %s: rank %d asks for %s, rank %d "
-			 "for %s",
+		snprintf(m, len, "allreduce #%u of %s: rank %d asks for %s, rank %d for %s",
 			 a->call, ta, ra, a->op ? "avg" : "sum", rb, b->op ? "avg" : "sum");
 	else
 		snprintf(m, len,

@@ -63,8 +63,7 @@ static const char *why_not(int nhosts, const int *count, char *why, size_t len)
 		if (count[h] != count[0]) {
 			snprintf(why, len,
 				 "the hosts hold different numbers of ranks (host 0 has %d, host "
-				 "%d %d; "
-				 "hosts in order of their lowest rank)",
+				 "%d %d; hosts in order of their lowest rank)",
 				 count[0], h, count[h]);
 			return why;
 		}

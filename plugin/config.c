@@ -120,8 +120,7 @@ static const struct param table[] = {
 	  .type = T_BOOL,
 	  .off = OFF(stats) },
 	{ .info = { "GRADWIRE_LOG", "one of: error, warn, info, debug", "warn",
-		    "log level; info also logs this configuration with each value's "
-		    "source" },
+		    "log level; info also logs this configuration with each value's source" },
 	  .type = T_ENUM,
 	  .off = OFF(log),
 	  .names = log_levels },
@@ -301,8 +300,7 @@ int gw_config_load(struct gw_config *cfg, char *const *envp, char *err, size_t e
 			const char *near = closest(*e, len);
 
 			snprintf(err, errlen,
-				 "unknown variable %.*s%s%s%s (see "
-				 "docs/configuration.md)",
+				 "unknown variable %.*s%s%s%s (see docs/configuration.md)",
 				 (int)len, *e, near ? " (did you mean " : "", near ? near : "",
 				 near ? "?)" : "");
 			return -EINVAL;

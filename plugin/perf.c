@@ -484,8 +484,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	}
 	if (rank == 0 && !o->json) {
 		printf("# gradwire-perf: %d ranks on %d hosts, allreduce %s, codec %s, provider "
-		       "%s, "
-		       "iface %s, min_compress %llu B, warmup %d, iters %d\n",
+		       "%s, iface %s, min_compress %llu B, warmup %d, iters %d\n",
 		       size, nhosts, algo, codec, cc.tp.provider ? cc.tp.provider : "(default)",
 		       cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);

@@ -107,9 +107,7 @@ static int body_allreduce(int rank, int size, const char *dir, void *arg)
 					}
 				}
 			} else if ((err = ct_rel_l2(y, exact, n, scale)) > a->bound) {
-				fprintf(stderr,
-					"rank %d codec %s n=%llu op %d: rel err %g > "
-					"%g\n",
+				fprintf(stderr, "rank %d codec %s n=%llu op %d: rel err %g > %g\n",
 					rank, a->codec, (unsigned long long)n, op, err, a->bound);
 				return 14;
 			}
@@ -416,10 +414,7 @@ static int body_lowrank(int rank, int size, const char *dir, void *arg)
 		}
 		if (rank == 0)
 			printf("%s%.3f",
-			       step ? " "
-				    : "\n  random data, AVG, "
-				      "relative error by step: ",
-			       err);
+			       step ? " " : "\n  random data, AVG, relative error by step: ", err);
 		if (err > 1.5 || ct_record(a->dir, "lr", rank, y, N * 4))
 			return 15;
 	}
@@ -653,21 +648,18 @@ static void test_disagree(void)
 {
 	static const struct disagree cases[] = {
 		{ "length", 2, 7, 7, 1000, 2000, 0, 0, GW_CTX_LOSSY, GW_CTX_LOSSY,
-		  "allreduce #1 of tensor id 7: rank 0 passes 1000 values, rank 2 "
-		  "passes 2000" },
+		  "allreduce #1 of tensor id 7: rank 0 passes 1000 values, rank 2 passes 2000" },
 		{ "order of ids", 1, 7, 8, 1000, 1000, 0, 0, GW_CTX_LOSSY, GW_CTX_LOSSY,
 		  "allreduce #1: rank 0 reduces tensor id 7 (1000 values), rank 1 "
 		  "tensor id 8 (1000 values): the ranks call allreduce on different "
 		  "tensors or in different orders" },
 		{ "op", 1, 7, 7, 1000, 1000, GW_COLL_SUM, GW_COLL_AVG, GW_CTX_LOSSY, GW_CTX_LOSSY,
-		  "allreduce #1 of tensor id 7: rank 0 asks for sum, "
-		  "rank 1 for avg" },
+		  "allreduce #1 of tensor id 7: rank 0 asks for sum, rank 1 for avg" },
 		{ "lossy flag", 2, 7, 7, 1000, 1000, 0, 0, GW_CTX_LOSSY, 0,
 		  "allreduce #1 of tensor id 7: rank 0 allows lossy compression "
 		  "(GRADWIRE_LOSSY), rank 2 does not" },
 		{ "odd rank 0", 0, 7, 7, 1000, 999, 0, 0, GW_CTX_LOSSY, GW_CTX_LOSSY,
-		  "allreduce #1 of tensor id 7: rank 0 passes 999 values, rank 1 "
-		  "passes 1000" },
+		  "allreduce #1 of tensor id 7: rank 0 passes 999 values, rank 1 passes 1000" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -61,9 +61,7 @@ static int parse_algs(const char *list, struct gw_hs_hello *h, char *err, size_t
 	n = gw_mac_alg_list_parse(list, h->algs, GW_HS_MAX_ALGS);
 	if (n < 0) {
 		snprintf(err, errlen,
-			 "MAC algorithms '%s': expected a list of "
-			 "gmac-aes256, hmac-sha256",
-			 list);
+			 "MAC algorithms '%s': expected a list of gmac-aes256, hmac-sha256", list);
 		return n;
 	}
 	h->nalgs = (uint8_t)n;
@@ -238,17 +236,14 @@ static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x, const uint8_
 	if (x->rc == -EPROTONOSUPPORT || (!x->rc && x->peer.version != x->me.version)) {
 		x->rc = -EPROTONOSUPPORT;
 		snprintf(x->err, sizeof(x->err),
-			 "protocol version skew: rank %d "
-			 "speaks %u, rank %d speaks %u",
-			 ctx->rank, x->me.version, p, x->peer.version);
+			 "protocol version skew: rank %d speaks %u, rank %d speaks %u", ctx->rank,
+			 x->me.version, p, x->peer.version);
 	} else if (x->rc) {
 		snprintf(x->err, sizeof(x->err), "rank %d sent a malformed HELLO", p);
 	} else if (x->peer.rank != (uint32_t)p) {
 		x->rc = -EINVAL;
-		snprintf(x->err, sizeof(x->err),
-			 "the HELLO from rank %d says it is "
-			 "rank %u",
-			 p, x->peer.rank);
+		snprintf(x->err, sizeof(x->err), "the HELLO from rank %d says it is rank %u", p,
+			 x->peer.rank);
 	} else {
 		x->rc = gw_hs_decide(&x->me, x->hello_out, x->hello_out_len, &x->peer, x->hello_in,
 				     (size_t)x->hello_in_len, psk, &c->hs, x->err, sizeof(x->err));
