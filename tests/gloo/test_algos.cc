@@ -14,7 +14,8 @@
  * seeded random floats, so the order of the sums shows: every result must
  * be bit for bit the one Gloo's tcp device gives, and close to the sum
  * computed here. Then the failure cases: a killed peer and a timeout give
- * gloo::IoException (the latter saying "Timed out"), a pair closed under a
+ * gloo::IoException (the latter saying "Timed out"), a send waits for its
+ * receiver as on Gloo's tcp device, a pair closed under a
  * waiting thread ends its wait with one, a malformed bound message fails
  * only its buffer, and empty operations past a buffer's end are accepted,
  * as tcp accepts them.
@@ -158,6 +159,8 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 			broken = true;
 		} catch (const std::exception &e) {
 			std::string m = std::string("threw: ") + e.what();
+			if (getenv("GW_ALGOS_TRACE"))
+				std::fprintf(stderr, "rank %d: %s %s\n", rank, name.c_str(), m.c_str());
 			out[name] = std::vector<float>(m.begin(), m.end());
 		}
 	};
@@ -594,6 +597,143 @@ TEST(Failures, TimeoutSaysTimedOut)
 		// Both ranks still work after it.
 		gloo::BarrierAllToAll(ctx).run();
 	}, milliseconds(1000));
+}
+
+// A send completes only once its receiver has posted the receive, as on
+// Gloo's tcp device (which moves the bytes after the peer's recv-ready
+// notice): a receive posted late holds the sender's wait until then, and,
+// in the style of Gloo's own Broadcast and Scatter timeout tests, the
+// root's wait throws "Timed out" when the other rank never receives. Both
+// devices must agree. Each case has contexts of its own (Gloo's tcp device
+// closes a pair at its first timeout), and rank 1 stays until rank 0 is
+// done, so a closed connection cannot stand in for the timeout.
+std::string timedOut(const std::function<void()> &fn)
+{
+	std::string msg = "no exception";
+
+	try {
+		fn();
+	} catch (const gloo::IoException &e) {
+		msg = e.what();
+	}
+	return msg;
+}
+
+// fn0 on rank 0; rank 1 runs fn1, then waits until rank 0 is done.
+void twoRanks(bool gw, const std::function<void(const Ctx &)> &fn0,
+	      const std::function<void(const Ctx &)> &fn1)
+{
+	std::atomic<bool> done{ false };
+
+	asThreads(2, gw, milliseconds(400), [&](const Ctx &ctx, int rank) {
+		if (rank == 0) {
+			fn0(ctx);
+			done = true;
+			return;
+		}
+		fn1(ctx);
+		while (!done.load())
+			std::this_thread::sleep_for(milliseconds(10));
+	});
+}
+
+void sendWaitsForItsReceiver(bool gw)
+{
+	std::vector<float> v(4, 1.0f), w(4, 0.0f);
+
+	// Received late: 16 bytes (the peer buffers it) and 16 KiB. The send's
+	// wait must end after the receive was posted.
+	using Clock = std::chrono::steady_clock;
+	std::atomic<Clock::rep> posted{ 0 };
+	for (size_t n : { (size_t)4, (size_t)4096 })
+		twoRanks(gw,
+			 [&](const Ctx &ctx) {
+				 std::vector<float> x(n, 1.0f);
+				 auto ub = ctx->createUnboundBuffer(x.data(), n * 4);
+				 ub->send(1, 21);
+				 ub->waitSend(milliseconds(5000));
+				 auto done = Clock::now().time_since_epoch().count();
+				 EXPECT_NE(posted.load(), 0) << "a send of " << n * 4 << " bytes "
+							     << "completed before its receive was posted";
+				 EXPECT_GE(done, posted.load());
+				 posted = 0;
+			 },
+			 [&](const Ctx &ctx) {
+				 std::vector<float> y(n, 0.0f);
+				 std::this_thread::sleep_for(milliseconds(500));
+				 auto ub = ctx->createUnboundBuffer(y.data(), n * 4);
+				 posted = Clock::now().time_since_epoch().count();
+				 ub->recv(0, 21);
+				 ub->waitRecv();
+				 EXPECT_EQ(y, std::vector<float>(n, 1.0f));
+			 });
+	// Never received.
+	auto nothing = [](const Ctx &) {};
+	twoRanks(gw,
+		 [&](const Ctx &ctx) {
+			 std::string msg = timedOut([&] {
+				 gloo::BroadcastOptions opts(ctx);
+				 opts.setOutput(v.data(), v.size());
+				 opts.setRoot(0);
+				 opts.setTimeout(milliseconds(300));
+				 gloo::broadcast(opts);
+			 });
+			 EXPECT_NE(msg.find("Timed out"), std::string::npos) << "broadcast: " << msg;
+		 },
+		 nothing);
+	twoRanks(gw,
+		 [&](const Ctx &ctx) {
+			 std::string msg = timedOut([&] {
+				 std::vector<float *> in = { v.data(), w.data() };
+				 std::vector<float> o(4);
+				 gloo::ScatterOptions opts(ctx);
+				 opts.setInputs(in, 4);
+				 opts.setOutput(o.data(), 4);
+				 opts.setRoot(0);
+				 opts.setTimeout(milliseconds(300));
+				 gloo::scatter(opts);
+			 });
+			 EXPECT_NE(msg.find("Timed out"), std::string::npos) << "scatter: " << msg;
+			 if (gw) {
+				 EXPECT_NE(msg.find("send to rank 1"), std::string::npos) << msg;
+			 }
+		 },
+		 nothing);
+	if (!gw)
+		return;
+	// Bound buffers too (Gloo's tcp device completes those once written to
+	// its socket): a receive buffer created late, then none at all.
+	twoRanks(gw,
+		 [&](const Ctx &ctx) {
+			 auto sb = ctx->getPair(1)->createSendBuffer(70, v.data(), v.size() * 4);
+			 sb->send();
+			 sb->waitSend();
+			 auto done = Clock::now().time_since_epoch().count();
+			 EXPECT_NE(posted.load(), 0) << "a bound send completed before the "
+							"peer's receive buffer existed";
+			 EXPECT_GE(done, posted.load());
+			 auto sb2 = ctx->getPair(1)->createSendBuffer(71, v.data(), v.size() * 4);
+			 sb2->send();
+			 std::string msg = timedOut([&] { sb2->waitSend(); });
+			 EXPECT_NE(msg.find("Timed out"), std::string::npos) << "bound: " << msg;
+		 },
+		 [&](const Ctx &ctx) {
+			 std::this_thread::sleep_for(milliseconds(300));
+			 posted = Clock::now().time_since_epoch().count();
+			 auto rb = ctx->getPair(0)->createRecvBuffer(70, w.data(), w.size() * 4);
+			 rb->waitRecv();
+			 EXPECT_EQ(w, v);
+		 });
+}
+
+TEST(Failures, SendWaitsForItsReceiver)
+{
+	sendWaitsForItsReceiver(true);
+}
+
+TEST(Failures, SendWaitsForItsReceiverTcp)
+{
+	sendWaitsForItsReceiver(false);
 }
 
 TEST(Failures, CloseEndsAPendingWait)
