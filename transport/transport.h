@@ -360,10 +360,12 @@ struct gw_tp {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
-	bool blocking;	    /* fi_cq_sread works */
-	bool auto_progress; /* the provider moves data without our calls */
-	bool hot;	    /* traffic lately: poll before sleeping */
-	bool need_mr;	    /* FI_MR_LOCAL or force_mr */
+	bool blocking;	       /* fi_cq_sread works */
+	bool auto_progress;    /* the provider moves data without our calls */
+	bool shm;	       /* counted among this process's shm endpoints (fabric.c) */
+	struct fid_ep *shm_ep; /* shm: quiesced, closed later (fabric.c) */
+	bool hot;	       /* traffic lately: poll before sleeping */
+	bool need_mr;	       /* FI_MR_LOCAL or force_mr */
 	uint64_t mr_mode;
 	uint64_t next_key; /* requested keys when !FI_MR_PROV_KEY */
 	uint64_t mr_count;

@@ -15,7 +15,8 @@
  * be bit for bit the one Gloo's tcp device gives, and close to the sum
  * computed here. Then the failure cases: a killed peer and a timeout give
  * gloo::IoException (the latter saying "Timed out"), a send waits for its
- * receiver as on Gloo's tcp device, a pair closed under a
+ * receiver as on Gloo's tcp device, a rank whose peer thread destroyed its
+ * context gets one and no crash, a pair closed under a
  * waiting thread ends its wait with one, a malformed bound message fails
  * only its buffer, and empty operations past a buffer's end are accepted,
  * as tcp accepts them.
@@ -734,6 +735,40 @@ TEST(Failures, SendWaitsForItsReceiver)
 TEST(Failures, SendWaitsForItsReceiverTcp)
 {
 	sendWaitsForItsReceiver(false);
+}
+
+// A rank that is a thread of this process destroys its context while
+// another thread's rank goes on sending to it and progressing: that rank
+// gets an IoException (a timeout, or the peer gone), never a crash.
+// libfabric 1.17's shm reached a peer endpoint of the same process through
+// that endpoint's own mapping, which its close unmapped (transport/fabric.c,
+// "shm in one process"): SIGSEGV here, over shm.
+TEST(Failures, PeerThreadLeavesFirst)
+{
+	// Destroying a context waits up to GRADWIRE_TIMEOUT_MS for every peer's
+	// goodbye (net), the gone one's too.
+	setenv("GRADWIRE_TIMEOUT_MS", "3000", 1);
+	asThreads(2, true, milliseconds(500), [&](const Ctx &ctx, int rank) {
+		gloo::BarrierAllToAll(ctx).run();
+		if (rank == 0)
+			return; // its context goes now
+		std::this_thread::sleep_for(milliseconds(300));
+		for (size_t n : { (size_t)16, (size_t)1 << 20 }) {
+			std::vector<float> v(n, 3.0f);
+			auto ub = ctx->createUnboundBuffer(v.data(), n * 4);
+			std::string msg = timedOut([&] {
+				ub->send(0, 40);
+				ub->waitSend(milliseconds(300));
+			});
+			EXPECT_NE(msg, "no exception") << n * 4 << " bytes to a rank that left";
+			msg = timedOut([&] {
+				ub->recv(0, 41);
+				ub->waitRecv(milliseconds(300));
+			});
+			EXPECT_NE(msg, "no exception") << "a receive from a rank that left";
+		}
+	});
+	unsetenv("GRADWIRE_TIMEOUT_MS");
 }
 
 TEST(Failures, CloseEndsAPendingWait)
