@@ -10,7 +10,8 @@
  * ring-chunked, halving-doubling, bcube; reduce-scatter; broadcast; the
  * barriers; allgather ring), and the new-style functions, which use
  * unbound buffers (allreduce ring and bcube, reduce, allgather, broadcast,
- * gather, scatter, alltoall, barrier), at sizes from 0 to 4 MiB. Inputs are
+ * gather, scatter, alltoall, barrier, and the v-variants allgatherv,
+ * gatherv and alltoallv), at sizes from 0 to 4 MiB. Inputs are
  * seeded random floats, so the order of the sums shows: every result must
  * be bit for bit the one Gloo's tcp device gives, and close to the sum
  * computed here. Then the failure cases: a killed peer and a timeout give
@@ -26,12 +27,14 @@
  */
 #include <gloo/allgather.h>
 #include <gloo/allgather_ring.h>
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/barrier_all_to_one.h>
@@ -67,6 +70,7 @@
 #include <thread>
 #include <vector>
 
+#include "gatherv.h"
 #include "gradwire/gloo.h"
 
 namespace {
@@ -329,6 +333,55 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 			opts.setOutput(o.data(), count * size);
 			opts.setTag(++salt);
 			gloo::alltoall(opts);
+			return o;
+		});
+		// The v-variants: counts that differ per rank (some zero).
+		auto share = [&](int r, int k) { // elements rank r sends rank k
+			return count * (size_t)((r + 2 * k) % 3 + 1) / 3;
+		};
+		std::vector<size_t> counts(size);
+		for (int r = 0; r < size; r++)
+			counts[r] = count * (size_t)(r + 1) / (size_t)size;
+		size_t total = 0;
+		for (size_t c0 : counts)
+			total += c0;
+		record("new_allgatherv" + n, [&] {
+			auto v = input(rank, counts[rank], ++salt);
+			std::vector<float> o(total);
+			gloo::AllgathervOptions opts(ctx);
+			opts.setInput(v.data(), v.size());
+			opts.setOutput(o.data(), counts);
+			opts.setTag(++salt);
+			gloo::allgatherv(opts);
+			return o;
+		});
+		record("new_gatherv" + n, [&] {
+			auto v = input(rank, counts[rank], ++salt);
+			std::vector<float> o(total);
+			gloo::GathervOptions opts(ctx);
+			opts.setInput(v.data(), v.size());
+			opts.setOutput(o.data(), counts);
+			opts.setRoot(size - 1);
+			opts.setTag(++salt);
+			gloo::gatherv(opts);
+			return rank == size - 1 ? o : std::vector<float>();
+		});
+		record("new_alltoallv" + n, [&] {
+			std::vector<int64_t> sendCounts(size), recvCounts(size);
+			size_t in = 0, outN = 0;
+			for (int k = 0; k < size; k++) {
+				sendCounts[k] = (int64_t)share(rank, k);
+				recvCounts[k] = (int64_t)share(k, rank);
+				in += share(rank, k);
+				outN += share(k, rank);
+			}
+			auto v = input(rank, in, ++salt);
+			std::vector<float> o(outN);
+			gloo::AlltoallvOptions opts(ctx);
+			opts.setInput(v.data(), sendCounts);
+			opts.setOutput(o.data(), recvCounts);
+			opts.setTag(++salt);
+			gloo::alltoallv(opts);
 			return o;
 		});
 	}
