@@ -345,25 +345,25 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 		size_t total = 0;
 		for (size_t c0 : counts)
 			total += c0;
-		record("new_allgatherv" + n, [&] {
+		// allgatherv and gatherv: this rank's counts[rank] elements, each
+		// rank's into the output in rank order.
+		auto vgather = [&](auto &opts, auto run) {
 			auto v = input(rank, counts[rank], ++salt);
 			std::vector<float> o(total);
-			gloo::AllgathervOptions opts(ctx);
 			opts.setInput(v.data(), v.size());
 			opts.setOutput(o.data(), counts);
 			opts.setTag(++salt);
-			gloo::allgatherv(opts);
+			run(opts);
 			return o;
+		};
+		record("new_allgatherv" + n, [&] {
+			gloo::AllgathervOptions opts(ctx);
+			return vgather(opts, [](gloo::AllgathervOptions &o) { gloo::allgatherv(o); });
 		});
 		record("new_gatherv" + n, [&] {
-			auto v = input(rank, counts[rank], ++salt);
-			std::vector<float> o(total);
 			gloo::GathervOptions opts(ctx);
-			opts.setInput(v.data(), v.size());
-			opts.setOutput(o.data(), counts);
 			opts.setRoot(size - 1);
-			opts.setTag(++salt);
-			gloo::gatherv(opts);
+			auto o = vgather(opts, [](gloo::GathervOptions &o) { gloo::gatherv(o); });
 			return rank == size - 1 ? o : std::vector<float>();
 		});
 		record("new_alltoallv" + n, [&] {
