@@ -115,9 +115,8 @@ std::unique_lock<std::mutex> Context::lockToPost(int peer)
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank,
 						       " is not connected");
-	if (peer >= 0 && closed_[peer])
-		GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, "'s pair with rank ",
-					peer, " is closed");
+	if (peer >= 0 && !closed_[peer].empty())
+		GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, ": ", closed_[peer]);
 	return g;
 }
 
@@ -172,9 +171,8 @@ void Context::postAny(Waitable *w, char *base, size_t size,
 	op->subs.resize(from.size(), op->req);
 	std::unique_lock<std::mutex> g = lockToPost(-1);
 	for (int p : from)
-		if (closed_[p])
-			GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank,
-						"'s pair with rank ", p, " is closed");
+		if (!closed_[p].empty())
+			GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, ": ", closed_[p]);
 	anyops_.push_back(std::move(op));
 	arm(anyops_.back().get());
 }
@@ -408,6 +406,8 @@ void Context::complete(Op *op, int rc)
 		sendLeft(std::move(done)); // complete once the peer has a receive for it
 	else
 		notify(op, op->peer, rc);
+	if (op->send && rc)
+		lostPeer(op->peer, rc);
 	// op is gone from here on
 	if (it->second.empty()) {
 		queues_.erase(it);
@@ -620,19 +620,50 @@ void Context::orphan(Waitable *w)
 void Context::closePeer(int peer)
 {
 	std::unique_lock<std::mutex> g = lockCounted();
-	auto fail = [peer](Op &op) {
+
+	if (peer >= 0 && peer < size)
+		endPeer(peer, "the pair with rank " + std::to_string(peer) + " was closed");
+}
+
+/*
+ * A send that failed for want of a connection: the peer's process ended or
+ * closed its endpoint. net reports nothing on a receive from a closed
+ * connection, only on a send to it (the ones the algorithm posts, and the
+ * receive-ready notices every queued receive sends), so this is how a wait
+ * learns of a dead peer before its timeout.
+ */
+void Context::lostPeer(int peer, int rc)
+{
+	switch (rc) {
+	case -ENOTCONN:
+	case -EPIPE:
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -ECONNABORTED:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+		endPeer(peer, "the connection to rank " + std::to_string(peer) + " was lost (" +
+				      errText(rc) + "; did its process end?)");
+		break;
+	default:
+		break;
+	}
+}
+
+void Context::endPeer(int peer, const std::string &why)
+{
+	auto fail = [peer, &why](Op &op) {
 		bool mine = op.peer == peer ||
 			    std::find(op.any.begin(), op.any.end(), peer) != op.any.end();
 
 		if (mine && op.w && op.w->error.empty())
-			op.w->error = "gradwire: the pair with rank " +
-				      std::to_string(peer) + " was closed with a " +
+			op.w->error = "gradwire: " + why + " with a " +
 				      (op.send ? "send" : "receive") + " pending";
 	};
 
-	if (peer < 0 || peer >= size || closed_[peer])
+	if (!closed_[peer].empty())
 		return;
-	closed_[peer] = true;
+	closed_[peer] = why;
 	for (auto &kq : queues_)
 		for (auto &op : kq.second)
 			fail(*op);

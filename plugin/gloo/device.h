@@ -225,7 +225,7 @@ class BoundBuffer : public ::gloo::transport::Buffer
 class Context : public ::gloo::transport::Context, public std::enable_shared_from_this<Context>
 {
       public:
-	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size, false)
+	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size)
 	{
 	}
 	~Context() override;
@@ -262,6 +262,10 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	std::unique_lock<std::mutex> lockCounted();
 	// Pair::close(): fail what is pending with peer, refuse new operations.
 	void closePeer(int peer);
+	// The same under mu, saying why (closed_); a send that failed for want
+	// of a connection calls it (lostPeer()).
+	void endPeer(int peer, const std::string &why);
+	void lostPeer(int peer, int rc);
 	// ready.cc, under mu: post every peer's notice receive (once connected).
 	void readyOpen();
 
@@ -319,7 +323,7 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	std::deque<std::unique_ptr<Op>> anyops_;	    // receives from any of several
 	std::unordered_map<uint64_t, int> blocked_;	    // receive queues armed ones hold
 	std::unordered_map<uint64_t, BoundBuffer *> bound_; // receive buffers
-	std::vector<bool> closed_;			    // per peer, after Pair::close()
+	std::vector<std::string> closed_; // per peer: why it is closed, or empty
 
 	// Receive-ready notices (ready.cc), per peer, and the sends they complete.
 	struct ReadyLink {

@@ -95,17 +95,19 @@ void Context::flushReady(int peer)
 {
 	ReadyLink &l = ready_[peer];
 
-	if (l.owed.empty() || !gw_)
+	if (l.owed.empty() || !gw_ || !closed_[peer].empty())
 		return;
 	if (l.sposted) { // the last notice: a small send, gone by now mostly
 		if (gwg_test(gw_, reqOf(l.sreq)) == 0)
 			return;
 		l.sposted = false;
 		int rc = gwg_finish(gw_, reqOf(l.sreq));
-		if (rc)
+		if (rc) {
 			log(LOG_WARN, rank,
 			    "gradwire: a receive-ready notice to rank " + std::to_string(peer) +
 				    " failed: " + errText(rc));
+			lostPeer(peer, rc);
+		}
 	}
 	size_t n = std::min(l.owed.size(), kReadyMax);
 	uint32_t body[2 * kReadyMax];
@@ -119,6 +121,7 @@ void Context::flushReady(int peer)
 		log(LOG_WARN, rank,
 		    "gradwire: cannot send a receive-ready notice to rank " + std::to_string(peer) +
 			    ": " + errText(rc) + " (retried)");
+		lostPeer(peer, rc);
 		return;
 	}
 	l.sposted = true;
