@@ -388,8 +388,14 @@ void Context::start(Op *op)
 
 	op->posted = true;
 	inflight_.push_back(op);
-	if (rc)
+	if (rc) {
+		const bool send = op->send;
+		const int peer = op->peer;
+
 		complete(op, rc); // never posted: nothing to finish
+		if (send)
+			postFailed(peer, rc);
+	}
 }
 
 void Context::complete(Op *op, int rc)
@@ -401,14 +407,17 @@ void Context::complete(Op *op, int rc)
 	if (!rc && op->kind == OpKind::BoundRecv)
 		rc = land(op, it->second);
 	std::unique_ptr<Op> done = std::move(it->second.front());
+	const bool send = op->send;
+	const int peer = op->peer;
+
 	it->second.pop_front();
-	if (op->send && !rc)
+	if (send && !rc)
 		sendLeft(std::move(done)); // complete once the peer has a receive for it
 	else
-		notify(op, op->peer, rc);
-	if (op->send && rc)
-		lostPeer(op->peer, rc);
-	// op is gone from here on
+		notify(op, peer, rc);
+	// op may be gone from here on
+	if (send && rc)
+		lostPeer(peer, rc);
 	if (it->second.empty()) {
 		queues_.erase(it);
 		drained(key);
@@ -648,6 +657,22 @@ void Context::lostPeer(int peer, int rc)
 	default:
 		break;
 	}
+}
+
+/*
+ * A send that could not even be posted. net 1.17 answers a send to a peer
+ * whose connection it dropped with EAGAIN until the connection is torn
+ * down, which only its event processing does, so the post retries for
+ * GRADWIRE_TIMEOUT_MS (under the context's lock): once is enough.
+ */
+void Context::postFailed(int peer, int rc)
+{
+	if (rc == -ETIMEDOUT)
+		endPeer(peer, "no send to rank " + std::to_string(peer) +
+				      " could be posted in GRADWIRE_TIMEOUT_MS (its connection is "
+				      "gone; did its process end?)");
+	else
+		lostPeer(peer, rc);
 }
 
 void Context::endPeer(int peer, const std::string &why)

@@ -266,6 +266,7 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	// of a connection calls it (lostPeer()).
 	void endPeer(int peer, const std::string &why);
 	void lostPeer(int peer, int rc);
+	void postFailed(int peer, int rc); // a send's post failed
 	// ready.cc, under mu: post every peer's notice receive (once connected).
 	void readyOpen();
 

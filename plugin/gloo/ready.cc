@@ -121,7 +121,7 @@ void Context::flushReady(int peer)
 		log(LOG_WARN, rank,
 		    "gradwire: cannot send a receive-ready notice to rank " + std::to_string(peer) +
 			    ": " + errText(rc) + " (retried)");
-		lostPeer(peer, rc);
+		postFailed(peer, rc);
 		return;
 	}
 	l.sposted = true;
