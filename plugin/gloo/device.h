@@ -225,9 +225,7 @@ class BoundBuffer : public ::gloo::transport::Buffer
 class Context : public ::gloo::transport::Context, public std::enable_shared_from_this<Context>
 {
       public:
-	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size)
-	{
-	}
+	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size) {}
 	~Context() override;
 
 	std::unique_ptr<::gloo::transport::Pair> &createPair(int peer) override;
@@ -324,7 +322,7 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	std::deque<std::unique_ptr<Op>> anyops_;	    // receives from any of several
 	std::unordered_map<uint64_t, int> blocked_;	    // receive queues armed ones hold
 	std::unordered_map<uint64_t, BoundBuffer *> bound_; // receive buffers
-	std::vector<std::string> closed_; // per peer: why it is closed, or empty
+	std::vector<std::string> closed_;		    // per peer: why it is closed, or empty
 
 	// Receive-ready notices (ready.cc), per peer, and the sends they complete.
 	struct ReadyLink {

@@ -116,7 +116,12 @@ void Context::flushReady(int peer)
 		body[2 * i] = l.owed[i].first;
 		body[2 * i + 1] = l.owed[i].second;
 	}
-	int rc = gwg_isend(gw_, peer, readySlot(), body, n * kEntry, reqOf(l.sreq));
+	// Never wait in the post: a receive is posted without a connection,
+	// and its notice to a peer whose connection is not there now (net
+	// answers EAGAIN on one it dropped) is tried again at the next round.
+	int rc = gwg_isend_now(gw_, peer, readySlot(), body, n * kEntry, reqOf(l.sreq));
+	if (rc == -EAGAIN)
+		return;
 	if (rc) {
 		log(LOG_WARN, rank,
 		    "gradwire: cannot send a receive-ready notice to rank " + std::to_string(peer) +
