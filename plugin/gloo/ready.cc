@@ -34,6 +34,11 @@
  * receive not reposted yet) is held that way until the next round of
  * progress reposts it.
  *
+ * A notice never waits in its post (gwg_isend_now()): receives need no
+ * connection, and a post refused for now (a peer whose connection net
+ * dropped answers EAGAIN) would otherwise retry for GRADWIRE_TIMEOUT_MS
+ * inside recv(). What is owed is tried again at the next round.
+ *
  * Credits are bounded: at most kCreditMax per (peer, slot) and kCreditKeys
  * slots with credits, so a peer cannot make this rank allocate without end.
  */
