@@ -21,10 +21,12 @@
 #include <memory>
 #include <vector>
 
-namespace gloo {
+namespace gloo
+{
 
-class GathervOptions {
-public:
+class GathervOptions
+{
+      public:
 	explicit GathervOptions(const std::shared_ptr<Context> &context)
 	    : context(context), timeout(context->getTimeout())
 	{
@@ -44,7 +46,7 @@ public:
 	void setTag(uint32_t t) { tag = t; }
 	void setTimeout(std::chrono::milliseconds t) { timeout = t; }
 
-protected:
+      protected:
 	std::shared_ptr<Context> context;
 	std::unique_ptr<transport::UnboundBuffer> in;
 	std::unique_ptr<transport::UnboundBuffer> out;
