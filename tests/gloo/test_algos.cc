@@ -673,16 +673,21 @@ std::string timedOut(const std::function<void()> &fn)
 	return msg;
 }
 
-// fn0 on rank 0; rank 1 runs fn1, then waits until rank 0 is done.
+// fn0 on rank 0; rank 1 runs fn1, then waits until rank 0 is done. The
+// contexts' timeout is timeout.
 void twoRanks(bool gw, const std::function<void(const Ctx &)> &fn0,
-	      const std::function<void(const Ctx &)> &fn1)
+	      const std::function<void(const Ctx &)> &fn1,
+	      milliseconds timeout = milliseconds(400))
 {
 	std::atomic<bool> done{ false };
 
-	asThreads(2, gw, milliseconds(400), [&](const Ctx &ctx, int rank) {
+	asThreads(2, gw, timeout, [&](const Ctx &ctx, int rank) {
 		if (rank == 0) {
+			struct Done { // also when fn0 throws
+				std::atomic<bool> &d;
+				~Done() { d = true; }
+			} mark{ done };
 			fn0(ctx);
-			done = true;
 			return;
 		}
 		fn1(ctx);
@@ -777,7 +782,8 @@ void sendWaitsForItsReceiver(bool gw)
 			 auto rb = ctx->getPair(0)->createRecvBuffer(70, w.data(), w.size() * 4);
 			 rb->waitRecv();
 			 EXPECT_EQ(w, v);
-		 });
+		 },
+		 milliseconds(2000)); // the late buffer well within it, under ASan too
 }
 
 TEST(Failures, SendWaitsForItsReceiver)
