@@ -27,11 +27,13 @@
  *    ranks stuck in it for 20 s after a truncated receive).
  *  - a requested interface is binding: the chosen domain must carry its
  *    name, or create fails. There is no fall-back to another interface.
- * Teardown runs in reverse order of creation (tp_fabric_close()).
+ * Teardown runs in reverse order of creation (tp_fabric_close()), except
+ * for shm endpoints that share a process (below, "shm in one process").
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,84 @@ static void format_addr(struct gw_tp *tp)
 	}
 }
 
+/*
+ * shm in one process. libfabric 1.17's shm reaches a peer endpoint of the
+ * same process through that endpoint's own mapping of its region (found on
+ * the process-wide ep_name_list by smr_map_to_region()), not a mapping of
+ * its own, and closing an endpoint unmaps its region (smr_free()) while its
+ * list entry stays. Another endpoint of the process that then progresses a
+ * transfer with it, answers it or sends to it writes into unmapped memory:
+ * SIGSEGV in shm's progress when ranks that are threads of one process end
+ * at different times. Endpoints in different processes map each other
+ * themselves, and such a mapping outlives the peer.
+ *
+ * So while other shm endpoints of this process are open, a context that
+ * closes parks its objects instead (nothing progresses them any more, so
+ * no completion comes and no byte lands in its buffers: the guarantee of
+ * gw_tp_quiesce() holds), and the last shm context of the process closes
+ * them all. A process that keeps one shm context while creating and
+ * destroying others keeps the others' regions until then.
+ */
+struct parked {
+	struct parked *next;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_domain *domain;
+	struct fid_fabric *fabric;
+	struct fi_info *info;
+};
+
+static pthread_mutex_t shm_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned shm_open_eps;	  /* shm endpoints of this process not closed */
+static struct parked *shm_parked; /* closed ones, still open in libfabric */
+
+static void close_objects(struct fid_ep *ep, struct fid_cq *cq, struct fid_av *av,
+			  struct fid_domain *domain, struct fid_fabric *fabric,
+			  struct fi_info *info)
+{
+	if (ep)
+		fi_close(&ep->fid);
+	if (cq)
+		fi_close(&cq->fid);
+	if (av)
+		fi_close(&av->fid);
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	if (info)
+		fi_freeinfo(info);
+}
+
+/* tp closes: park its objects (true), or take every parked one (*all) to
+ * close after tp's own, when tp was the last. */
+static bool shm_park(struct gw_tp *tp, struct parked **all)
+{
+	struct parked *p = NULL;
+	bool park;
+
+	*all = NULL;
+	pthread_mutex_lock(&shm_mu);
+	park = --shm_open_eps > 0;
+	if (park)
+		p = malloc(sizeof(*p));
+	if (p) {
+		*p = (struct parked){ shm_parked, tp->ep,     tp->cq,  tp->av,
+				      tp->domain, tp->fabric, tp->info };
+		shm_parked = p;
+	} else if (!park) {
+		*all = shm_parked;
+		shm_parked = NULL;
+	}
+	pthread_mutex_unlock(&shm_mu);
+	if (park && !p)
+		tp_log(tp, GW_LOG_WARN,
+		       "no memory to keep a closed shm endpoint open while "
+		       "others of this process live; closing it");
+	return p != NULL;
+}
+
 static int open_cq(struct gw_tp *tp)
 {
 	struct fi_cq_attr attr = {
@@ -210,6 +290,12 @@ int tp_fabric_open(struct gw_tp *tp)
 	if (ret)
 		goto err_ep;
 	format_addr(tp);
+	tp->shm = !strcmp(tp->info->fabric_attr->prov_name, "shm");
+	if (tp->shm) {
+		pthread_mutex_lock(&shm_mu);
+		shm_open_eps++;
+		pthread_mutex_unlock(&shm_mu);
+	}
 	tp_log(tp, GW_LOG_INFO,
 	       "provider %s fabric %s domain %s address %s mr_mode 0x%llx%s "
 	       "waits %s",
@@ -244,25 +330,30 @@ err_info:
 
 void tp_fabric_close_ep(struct gw_tp *tp)
 {
-	if (tp->ep)
+	if (tp->shm) /* never progressed again; tp_fabric_close() decides */
+		tp->shm_ep = tp->ep;
+	else if (tp->ep)
 		fi_close(&tp->ep->fid);
 	tp->ep = NULL;
 }
 
 void tp_fabric_close(struct gw_tp *tp)
 {
-	if (tp->ep)
-		fi_close(&tp->ep->fid);
-	if (tp->cq)
-		fi_close(&tp->cq->fid);
-	if (tp->av)
-		fi_close(&tp->av->fid);
-	if (tp->domain)
-		fi_close(&tp->domain->fid);
-	if (tp->fabric)
-		fi_close(&tp->fabric->fid);
-	if (tp->info)
-		fi_freeinfo(tp->info);
+	struct parked *all = NULL;
+
+	if (tp->shm_ep)
+		tp->ep = tp->shm_ep;
+	tp->shm_ep = NULL;
+	if (!tp->shm || !shm_park(tp, &all))
+		close_objects(tp->ep, tp->cq, tp->av, tp->domain, tp->fabric, tp->info);
+	while (all) { /* the last shm context of the process: the parked ones */
+		struct parked *p = all;
+
+		all = p->next;
+		close_objects(p->ep, p->cq, p->av, p->domain, p->fabric, p->info);
+		free(p);
+	}
+	tp->shm = false;
 	tp->ep = NULL;
 	tp->cq = NULL;
 	tp->av = NULL;

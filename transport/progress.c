@@ -349,7 +349,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
 			r = fi_trecv(tp->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
-		if (r != -FI_EAGAIN)
+		if (r != -FI_EAGAIN || tp->post_once)
 			break;
 		if (gw_now_ms() >= deadline) {
 			r = -FI_ETIMEDOUT;
@@ -361,8 +361,9 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	}
 	if (r) {
 		ret = tp_errno((int)r);
-		tp_log(tp, GW_LOG_ERROR, "posting a %s rank %d (%zu bytes): %s", dir_name(op), peer,
-		       len, fi_strerror((int)-r));
+		if (ret != -EAGAIN)
+			tp_log(tp, GW_LOG_ERROR, "posting a %s rank %d (%zu bytes): %s",
+			       dir_name(op), peer, len, fi_strerror((int)-r));
 		goto err_put;
 	}
 	req->op = op;

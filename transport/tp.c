@@ -204,6 +204,11 @@ bool gw_tp_blocking(const struct gw_tp *tp)
 	return tp->blocking;
 }
 
+void gw_tp_post_once(struct gw_tp *tp, bool on)
+{
+	tp->post_once = on;
+}
+
 const char *gw_tp_addr_str(const struct gw_tp *tp)
 {
 	return tp->addr_str;

@@ -160,6 +160,12 @@ const char *gw_tp_provider(const struct gw_tp *tp);
 uint64_t gw_tp_mr_mode(const struct gw_tp *tp);
 /** gw_tp_blocking() - true when waits sleep in fi_cq_sread (else back off). */
 bool gw_tp_blocking(const struct gw_tp *tp);
+/**
+ * gw_tp_post_once() - while on, a post the provider refuses for now
+ * (FI_EAGAIN) fails at once with -EAGAIN instead of being retried until
+ * cfg->timeout_ms: for messages the caller can send later.
+ */
+void gw_tp_post_once(struct gw_tp *tp, bool on);
 /** gw_tp_addr_str() - this endpoint's address as text (for logs and tests). */
 const char *gw_tp_addr_str(const struct gw_tp *tp);
 
@@ -360,10 +366,13 @@ struct gw_tp {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
-	bool blocking;	    /* fi_cq_sread works */
-	bool auto_progress; /* the provider moves data without our calls */
-	bool hot;	    /* traffic lately: poll before sleeping */
-	bool need_mr;	    /* FI_MR_LOCAL or force_mr */
+	bool blocking;	       /* fi_cq_sread works */
+	bool auto_progress;    /* the provider moves data without our calls */
+	bool shm;	       /* counted among this process's shm endpoints (fabric.c) */
+	bool post_once;	       /* gw_tp_post_once() */
+	struct fid_ep *shm_ep; /* shm: quiesced, closed later (fabric.c) */
+	bool hot;	       /* traffic lately: poll before sleeping */
+	bool need_mr;	       /* FI_MR_LOCAL or force_mr */
 	uint64_t mr_mode;
 	uint64_t next_key; /* requested keys when !FI_MR_PROV_KEY */
 	uint64_t mr_count;

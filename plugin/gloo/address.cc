@@ -4,7 +4,7 @@
  *
  * Address bytes (kMaxByteSize = 192, zero padded, host byte order):
  *
- *   0 magic "GWGL" | 4 version 1 | 8 rank | 12 size | 16 host id (8)
+ *   0 magic "GWGL" | 4 version 2 | 8 rank | 12 size | 16 host id (8)
  *   | 24 name length | 28 libfabric name ...
  *
  * Slots. gradwire slots have 28 bits. Gloo's unbound buffers have 64-bit
@@ -14,12 +14,13 @@
  *   prefix 0:      gradwire slot = the user tag, which must be < 2^24
  *   prefix 1..14:  gradwire slot = prefix << 24 | (tag mod 4096) << 12 | delta
  *                  (delta < 4096)
- *   bound buffers: gradwire slot = 15 << 24 | (slot mod 2^24)
+ *   bound buffers: gradwire slot = 15 << 24 | (slot mod 2^23)
+ *   notices:       gradwire slot = 15 << 24 | 2^23 (receive-ready, ready.cc)
  *
  * Both ends compute the same value, with no table to keep in step. Two
  * live Gloo slots share a gradwire slot only if their tags differ by a
  * multiple of 4096, i.e. a collective is still running while 4095 later
- * ones on the same process group have started (or 2^24 bound slots later);
+ * ones on the same process group have started (or 2^23 bound slots later);
  * their messages then match in posting order, which is right only if every
  * rank posts them in the same order.
  */
@@ -33,7 +34,7 @@ namespace {
 
 constexpr size_t kAddrBytes = ::gloo::transport::Address::kMaxByteSize;
 constexpr uint32_t kMagic = 0x4c475747; // "GWGL"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2; // 2: receive-ready notices (ready.cc)
 constexpr size_t kAddrHeader = 28;
 constexpr uint32_t kBoundPrefix = 15;
 
@@ -87,7 +88,12 @@ uint32_t mapSlot(uint64_t slot)
 
 uint32_t boundSlot(int slot)
 {
-	return kBoundPrefix << 24 | ((uint32_t)slot & 0xffffffu);
+	return kBoundPrefix << 24 | ((uint32_t)slot & 0x7fffffu);
+}
+
+uint32_t readySlot()
+{
+	return kBoundPrefix << 24 | 0x800000u;
 }
 
 std::unique_ptr<Address> Address::make(int rank, int size, const void *name,

@@ -11,10 +11,15 @@
  * wins, the others are withdrawn (one that arrived anyway is kept for the
  * next receive from its sender).
  *
- * Bound buffers (pair.cc) use the same queues: a send is a header frame and
- * a data frame; a receive buffer always has its next header posted, and a
- * header that arrives queues the data receive it announces, then the next
- * header.
+ * Bound buffers (pair.cc) use the same queues: a send is one frame (the
+ * offset, then the bytes); a receive buffer always has its next receive
+ * posted, queued again each time one lands.
+ *
+ * Completion. A receive completes when its bytes have landed. A send's
+ * bytes leave when it is posted, but it completes (waitSend()) only once
+ * the peer has posted a receive for it: every receive queued here sends a
+ * receive-ready notice to its peer, and a send whose bytes left waits for
+ * one (ready.cc), as Gloo's tcp device waits for its peer's recv-ready.
  *
  * Threads and progress. A waiter polls its context: it tests every posted
  * request (so a send completes even while its peer only waits for other
@@ -34,18 +39,6 @@
 namespace gradwire_gloo {
 
 namespace {
-
-struct gwg_req *reqOf(std::vector<std::max_align_t> &v)
-{
-	return reinterpret_cast<struct gwg_req *>(v.data());
-}
-
-std::vector<std::max_align_t> reqStorage()
-{
-	return std::vector<std::max_align_t>(
-		(gwg_req_size() + sizeof(std::max_align_t) - 1) /
-		sizeof(std::max_align_t));
-}
 
 // Where nbytes at offset of a buffer of size start (throws past its end).
 char *span(char *base, size_t size, size_t offset, size_t nbytes)
@@ -122,9 +115,8 @@ std::unique_lock<std::mutex> Context::lockToPost(int peer)
 	if (!gw_)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank,
 						       " is not connected");
-	if (peer >= 0 && closed_[peer])
-		GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, "'s pair with rank ",
-					peer, " is closed");
+	if (peer >= 0 && !closed_[peer].empty())
+		GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, ": ", closed_[peer]);
 	return g;
 }
 
@@ -142,9 +134,14 @@ void Context::post(Waitable *w, char *base, size_t size, bool send, int peer,
 		   uint64_t slot, size_t offset, size_t nbytes)
 {
 	std::unique_ptr<Op> op = makeOp(w, base, size, send, peer, slot, offset, nbytes);
+	uint32_t gslot = op->gslot;
 	std::unique_lock<std::mutex> g = lockToPost(peer);
 
 	enqueue(std::move(op));
+	if (!send) { // tell the peer now: its send completes on it (ready.cc)
+		owe(peer, gslot);
+		flushReady(peer);
+	}
 }
 
 void Context::postAny(Waitable *w, char *base, size_t size,
@@ -174,9 +171,8 @@ void Context::postAny(Waitable *w, char *base, size_t size,
 	op->subs.resize(from.size(), op->req);
 	std::unique_lock<std::mutex> g = lockToPost(-1);
 	for (int p : from)
-		if (closed_[p])
-			GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank,
-						"'s pair with rank ", p, " is closed");
+		if (!closed_[p].empty())
+			GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, ": ", closed_[p]);
 	anyops_.push_back(std::move(op));
 	arm(anyops_.back().get());
 }
@@ -208,6 +204,8 @@ void Context::bind(BoundBuffer *b)
 			b->slot(), " from rank ", b->peer, " already");
 	bound_[key] = b;
 	enqueue(boundRecv(b));
+	owe(b->peer, b->gslot);
+	flushReady(b->peer);
 }
 
 void Context::sendBound(BoundBuffer *b, size_t offset, size_t length,
@@ -254,6 +252,7 @@ int Context::land(Op *op, std::deque<std::unique_ptr<Op>> &q)
 	if (op->len)
 		std::memcpy(b->base() + roffset, (const char *)bytes + kHead, op->len);
 	q.push_back(boundRecv(b));
+	owe(b->peer, b->gslot); // sent at the end of this round of progress
 	return 0;
 }
 
@@ -361,6 +360,8 @@ bool Context::progressAny()
 		for (size_t i = 0; !op->armRc && i < op->any.size(); i++)
 			if ((int)i != winner)
 				gwg_withdraw(gw_, reqOf(op->subs[i]));
+		if (winner >= 0) // the winner's send completes on this
+			owe(op->any[winner], op->gslot);
 		notify(op, winner >= 0 ? op->any[winner] : -1, rc);
 		std::vector<int> peers(op->any);
 		uint32_t gslot = op->gslot;
@@ -387,8 +388,14 @@ void Context::start(Op *op)
 
 	op->posted = true;
 	inflight_.push_back(op);
-	if (rc)
+	if (rc) {
+		const bool send = op->send;
+		const int peer = op->peer;
+
 		complete(op, rc); // never posted: nothing to finish
+		if (send)
+			postFailed(peer, rc);
+	}
 }
 
 void Context::complete(Op *op, int rc)
@@ -399,8 +406,18 @@ void Context::complete(Op *op, int rc)
 	inflight_.erase(std::find(inflight_.begin(), inflight_.end(), op));
 	if (!rc && op->kind == OpKind::BoundRecv)
 		rc = land(op, it->second);
-	notify(op, op->peer, rc);
-	it->second.pop_front(); // op is gone from here on
+	std::unique_ptr<Op> done = std::move(it->second.front());
+	const bool send = op->send;
+	const int peer = op->peer;
+
+	it->second.pop_front();
+	if (send && !rc)
+		sendLeft(std::move(done)); // complete once the peer has a receive for it
+	else
+		notify(op, peer, rc);
+	// op may be gone from here on
+	if (send && rc)
+		lostPeer(peer, rc);
 	if (it->second.empty()) {
 		queues_.erase(it);
 		drained(key);
@@ -469,7 +486,8 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 		complete(op, rc);
 		any = true;
 	}
-	if (any)
+	// Notices after the completions, which may owe some.
+	if (pollReady() || any)
 		return;
 	if (gw_)
 		gwg_progress(gw_, 1); // sleeps in the CQ until a completion, 1 ms at most
@@ -512,6 +530,10 @@ std::string Context::pendingPeers(const Waitable *w, bool send)
 	for (auto &op : anyops_)
 		if (op->w == w && !send)
 			peers.insert(peers.end(), op->any.begin(), op->any.end());
+	for (auto &kq : unready_)
+		for (auto &op : kq.second)
+			if (op->w == w && send)
+				peers.push_back(op->peer);
 	std::sort(peers.begin(), peers.end());
 	peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
 	if (peers.empty())
@@ -598,29 +620,83 @@ void Context::orphan(Waitable *w)
 		for (auto &op : kq.second)
 			if (detach(*op) && op->posted && !op->send)
 				gwg_req_retarget(reqOf(op->req), op->ptr);
+	for (auto &kq : unready_) // their bytes left already
+		for (auto &op : kq.second)
+			if (op->w == w)
+				op->w = nullptr;
 }
 
 void Context::closePeer(int peer)
 {
 	std::unique_lock<std::mutex> g = lockCounted();
-	auto fail = [peer](Op &op) {
+
+	if (peer >= 0 && peer < size)
+		endPeer(peer, "the pair with rank " + std::to_string(peer) + " was closed");
+}
+
+/*
+ * A send that failed for want of a connection: the peer's process ended or
+ * closed its endpoint. net reports nothing on a receive from a closed
+ * connection, only on a send to it (the ones the algorithm posts, and the
+ * receive-ready notices every queued receive sends), so this is how a wait
+ * learns of a dead peer before its timeout.
+ */
+void Context::lostPeer(int peer, int rc)
+{
+	switch (rc) {
+	case -ENOTCONN:
+	case -EPIPE:
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -ECONNABORTED:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+		endPeer(peer, "the connection to rank " + std::to_string(peer) + " was lost (" +
+				      errText(rc) + "; did its process end?)");
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * A send that could not even be posted. net 1.17 answers a send to a peer
+ * whose connection it dropped with EAGAIN until the connection is torn
+ * down, which only its event processing does, so the post retries for
+ * GRADWIRE_TIMEOUT_MS (under the context's lock): once is enough.
+ */
+void Context::postFailed(int peer, int rc)
+{
+	if (rc == -ETIMEDOUT)
+		endPeer(peer, "no send to rank " + std::to_string(peer) +
+				      " could be posted in GRADWIRE_TIMEOUT_MS (its connection is "
+				      "gone; did its process end?)");
+	else
+		lostPeer(peer, rc);
+}
+
+void Context::endPeer(int peer, const std::string &why)
+{
+	auto fail = [peer, &why](Op &op) {
 		bool mine = op.peer == peer ||
 			    std::find(op.any.begin(), op.any.end(), peer) != op.any.end();
 
 		if (mine && op.w && op.w->error.empty())
-			op.w->error = "gradwire: the pair with rank " +
-				      std::to_string(peer) + " was closed with a " +
+			op.w->error = "gradwire: " + why + " with a " +
 				      (op.send ? "send" : "receive") + " pending";
 	};
 
-	if (peer < 0 || peer >= size || closed_[peer])
+	if (!closed_[peer].empty())
 		return;
-	closed_[peer] = true;
+	closed_[peer] = why;
 	for (auto &kq : queues_)
 		for (auto &op : kq.second)
 			fail(*op);
 	for (auto &op : anyops_)
 		fail(*op);
+	for (auto &kq : unready_)
+		for (auto &op : kq.second)
+			fail(*op);
 }
 
 } // namespace gradwire_gloo

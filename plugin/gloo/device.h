@@ -9,6 +9,8 @@
  *                     context (gw_ctx_create() over a private store)
  *   context.cc        Context: operation queues, progress and waiting
  *   pair.cc           Pair, and the bound Buffer (createSend/RecvBuffer)
+ *   ready.cc          Context: a send completes once its receiver has posted
+ *                     the receive (receive-ready notices)
  *   unbound_buffer.cc UnboundBuffer (what torch.distributed uses)
  *   device.cc         Device, gradwire::gloo::CreateDevice(), probes
  *   c10d.cc           the GRADWIRE entry of PyTorch's c10d registry
@@ -65,6 +67,8 @@ void log(int level, int rank, const std::string &msg);
 uint32_t mapSlot(uint64_t slot);
 // A bound buffer's slot (Pair::createSendBuffer's int) -> gradwire's.
 uint32_t boundSlot(int slot);
+// The slot of receive-ready notices (ready.cc).
+uint32_t readySlot();
 
 class Address : public ::gloo::transport::Address
 {
@@ -98,6 +102,18 @@ struct Waitable {
 };
 
 class BoundBuffer;
+
+// Storage for a gradwire request (gwg_req_size() bytes, aligned).
+inline std::vector<std::max_align_t> reqStorage()
+{
+	return std::vector<std::max_align_t>((gwg_req_size() + sizeof(std::max_align_t) - 1) /
+					     sizeof(std::max_align_t));
+}
+
+inline struct gwg_req *reqOf(std::vector<std::max_align_t> &v)
+{
+	return reinterpret_cast<struct gwg_req *>(v.data());
+}
 
 // A bound buffer's message is one frame on its slot: where the bytes go
 // in the receive buffer, then the bytes (see pair.cc).
@@ -209,9 +225,7 @@ class BoundBuffer : public ::gloo::transport::Buffer
 class Context : public ::gloo::transport::Context, public std::enable_shared_from_this<Context>
 {
       public:
-	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size, false)
-	{
-	}
+	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size) {}
 	~Context() override;
 
 	std::unique_ptr<::gloo::transport::Pair> &createPair(int peer) override;
@@ -246,6 +260,13 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	std::unique_lock<std::mutex> lockCounted();
 	// Pair::close(): fail what is pending with peer, refuse new operations.
 	void closePeer(int peer);
+	// The same under mu, saying why (closed_); a send that failed for want
+	// of a connection calls it (lostPeer()).
+	void endPeer(int peer, const std::string &why);
+	void lostPeer(int peer, int rc);
+	void postFailed(int peer, int rc); // a send's post failed
+	// ready.cc, under mu: post every peer's notice receive (once connected).
+	void readyOpen();
 
 	std::mutex mu; // the gradwire context, queues, buffers' counters
 
@@ -270,6 +291,13 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	void unblock(uint64_t key);
 	void drained(uint64_t key);
 	std::string pendingPeers(const Waitable *w, bool send);
+	// ready.cc: receive-ready notices.
+	void readyPost(int peer);
+	void owe(int peer, uint32_t gslot); // a receive from peer was queued
+	void flushReady(int peer);	    // send what is owed to peer, if we can
+	bool pollReady();		    // notices in and out; true: one came
+	void credit(int peer, uint32_t gslot, uint32_t n);
+	void sendLeft(std::unique_ptr<Op> op); // its bytes left: complete when ready
 	static uint64_t queueKey(int peer, bool send, uint32_t gslot)
 	{
 		return (uint64_t)peer << 33 | (uint64_t)send << 32 | gslot;
@@ -294,7 +322,17 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
 	std::deque<std::unique_ptr<Op>> anyops_;	    // receives from any of several
 	std::unordered_map<uint64_t, int> blocked_;	    // receive queues armed ones hold
 	std::unordered_map<uint64_t, BoundBuffer *> bound_; // receive buffers
-	std::vector<bool> closed_;			    // per peer, after Pair::close()
+	std::vector<std::string> closed_;		    // per peer: why it is closed, or empty
+
+	// Receive-ready notices (ready.cc), per peer, and the sends they complete.
+	struct ReadyLink {
+		std::vector<std::max_align_t> rreq, sreq;
+		bool rposted = false, sposted = false;
+		std::vector<std::pair<uint32_t, uint32_t>> owed; // gslot, receives
+	};
+	std::vector<ReadyLink> ready_;
+	std::unordered_map<uint64_t, uint32_t> credits_; // send key -> receives posted
+	std::unordered_map<uint64_t, std::deque<std::unique_ptr<Op>>> unready_; // bytes left
 
 	// Letting other threads in between rounds of progress (context.cc).
 	std::atomic<int> posting_{ 0 }; // threads in lockCounted()

@@ -118,6 +118,11 @@ void Context::connectPeer(int peer, const std::vector<char> &b)
 					" could not connect: ", err_, " (",
 					errText(rc_), ")");
 	provider_ = gwg_provider(gw_);
+	{
+		std::lock_guard<std::mutex> g(mu);
+
+		readyOpen();
+	}
 	g_contexts++;
 	log(LOG_INFO, rank,
 	    "Gloo device GRADWIRE: rank " + std::to_string(rank) + " of " +
@@ -143,6 +148,7 @@ Context::~Context()
 		gw_ = nullptr;
 		queues_.clear();
 		anyops_.clear();
+		unready_.clear();
 	}
 }
 

@@ -110,6 +110,18 @@ int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_
 	return gw_ctx_isend_bytes((struct gw_ctx *)c, peer, slot, buf, len, (struct gw_ctx_req *)r);
 }
 
+int gwg_isend_now(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_t len,
+		  struct gwg_req *r)
+{
+	struct gw_tp *tp = gw_ctx_tp((struct gw_ctx *)c);
+	int rc;
+
+	gw_tp_post_once(tp, true);
+	rc = gwg_isend(c, peer, slot, buf, len, r);
+	gw_tp_post_once(tp, false);
+	return rc;
+}
+
 int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf, size_t len, struct gwg_req *r)
 {
 	return gw_ctx_irecv_bytes((struct gw_ctx *)c, peer, slot, buf, len, (struct gw_ctx_req *)r);

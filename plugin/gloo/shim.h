@@ -57,6 +57,13 @@ size_t gwg_req_size(void);
 int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_t len,
 	      struct gwg_req *r);
 int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf, size_t len, struct gwg_req *r);
+/**
+ * gwg_isend_now() - gwg_isend(), but -EAGAIN at once when the provider
+ * cannot take the send now (a connection not yet, or no longer, there),
+ * instead of retrying until GRADWIRE_TIMEOUT_MS.
+ */
+int gwg_isend_now(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_t len,
+		  struct gwg_req *r);
 /** One message of head then buf (a bound buffer's offset, then its bytes). */
 int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head, size_t hlen,
 	       const void *buf, size_t len, struct gwg_req *r);
