@@ -121,6 +121,12 @@ void gw_ctx_destroy(struct gw_ctx *ctx);
 int gw_ctx_rank(const struct gw_ctx *ctx);
 int gw_ctx_size(const struct gw_ctx *ctx);
 struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
+/**
+ * gw_ctx_post_once() - while on, a post the provider refuses for now fails
+ * at once with -EAGAIN instead of being retried until the timeout (see
+ * gw_tp_post_once()): for messages the caller can send later.
+ */
+void gw_ctx_post_once(struct gw_ctx *ctx, bool on);
 /** gw_ctx_provider() - the libfabric provider in use, e.g. "tcp;ofi_rxm". */
 const char *gw_ctx_provider(const struct gw_ctx *ctx);
 

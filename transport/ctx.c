@@ -212,6 +212,10 @@ struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx)
 {
 	return ctx->tp;
 }
+void gw_ctx_post_once(struct gw_ctx *ctx, bool on)
+{
+	gw_tp_post_once(ctx->tp, on);
+}
 
 uint64_t gw_ctx_host_id(const struct gw_ctx *ctx, int rank)
 {

@@ -113,12 +113,11 @@ int gwg_isend(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_
 int gwg_isend_now(struct gwg_ctx *c, int peer, uint32_t slot, const void *buf, size_t len,
 		  struct gwg_req *r)
 {
-	struct gw_tp *tp = gw_ctx_tp((struct gw_ctx *)c);
 	int rc;
 
-	gw_tp_post_once(tp, true);
+	gw_ctx_post_once((struct gw_ctx *)c, true);
 	rc = gwg_isend(c, peer, slot, buf, len, r);
-	gw_tp_post_once(tp, false);
+	gw_ctx_post_once((struct gw_ctx *)c, false);
 	return rc;
 }
 
