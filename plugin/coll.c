@@ -87,10 +87,8 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
 void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo)
 {
 	c->algo_set = algo;
-	c->decided = false;	/* coll_decide() again, */
-	c->agreed = false;	/* and the first lossy call's agreement, which */
-	c->lossy_links = false; /* looks at the links that algorithm uses */
-	c->wire_bpv = 0;
+	c->decided = false; /* coll_decide() again, and the first lossy call's */
+	c->agreed = false;  /* agreement: it looks at the links that algorithm uses */
 }
 
 /* Remember the first error and say where it happened, and with whom. */

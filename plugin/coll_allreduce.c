@@ -93,6 +93,8 @@ static int agree(struct gw_coll *c)
 	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
 	if (!rc) {
 		c->lowrank = true;
+		c->lossy_links = false;
+		c->wire_bpv = 0;
 		for (int r = 0; r < c->size; r++) {
 			c->wire_bpv = all[r].bpv > c->wire_bpv ? all[r].bpv : c->wire_bpv;
 			c->lossy_links |= all[r].lossy != 0;
