@@ -179,6 +179,7 @@ def _train(rank, world, folder, cfg):
            "seconds": elapsed, "rss": rss,
            "codecs": state.codecs if state else {},
            "providers": state.providers if state else {},
+           "lossy_links": state.lossy_links if state else None,
            "resets": [state.ctx.stats(p).residual_resets for p in range(world) if p != rank] if state else []}
     if state:
         state.close()

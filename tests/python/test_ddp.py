@@ -89,6 +89,9 @@ def test_codec(spec):
         neg = set(r["codecs"].values())
         check(len(neg) == 1 and neg.pop().split(":")[0] == name,
               f"rank {r['rank']} negotiated {r['codecs']}")
+        check(r["lossy_links"] == (name != "none"),
+              f"rank {r['rank']}: buckets go whole exactly only when no link "
+              f"compresses (lossy_links {r['lossy_links']})")
         want = os.environ.get("GRADWIRE_PROVIDER", "net")
         check(set(r["providers"].values()) == {want},
               f"rank {r['rank']}'s connections run over {want}: {r['providers']}")

@@ -12,7 +12,9 @@ allreduce instead of the process group's; each connection uses the codec it
 negotiated from GRADWIRE_CODEC (docs/codecs.md).
 
 What travels how, per bucket:
-- float32 CPU buckets go through gradwire. Each parameter with at least two
+- float32 CPU buckets go through gradwire. When no rank's connection
+  compresses (GRADWIRE_CODEC=none everywhere), each bucket is one exact
+  allreduce. Otherwise each parameter with at least two
   dimensions and at least min_compress_numel elements is allreduced in
   place with GRADWIRE_LOSSY under its own allreduce_id, so it has error
   feedback (and codec state) of its own; the rest of the bucket (biases,
@@ -159,6 +161,14 @@ class State:
                           for p in range(self.size) if p != self.rank}
         self.codecs = {p: self.ctx.stats(p).codec.decode()
                        for p in range(self.size) if p != self.rank}
+        # Whether any rank's link compresses, agreed by all (an exact
+        # allreduce of the count of such links, before any bucket): when
+        # none does, a bucket is one exact allreduce instead of one per
+        # compressible parameter (fewer calls, no gather of the rest).
+        links = torch.tensor([float(sum(c.split(":")[0] != "none"
+                                        for c in self.codecs.values()))])
+        self.ctx.allreduce_id(EXACT_ID, links.data_ptr(), 1, _lib.GRADWIRE_SUM)
+        self.lossy_links = links.item() > 0
         self._totals = self._totals_now()	# the handshake is not a step's
         self._exact_bytes = 0
         self.sync = bool(sync)
@@ -400,7 +410,8 @@ class State:
         if not buf.is_contiguous():
             raise RuntimeError("gradwire hook: bucket buffer is not contiguous")
         segs = self._layout(bucket)
-        if self.step < self.warmup_steps or all(s[2] is None for s in segs):
+        if (self.step < self.warmup_steps or not self.lossy_links
+                or all(s[2] is None for s in segs)):
             self._reduce(EXACT_ID, buf, False, tickets)
             return buf, None
         exact = [buf[o:o + n] for o, n, ident in segs if ident is None]
