@@ -274,13 +274,17 @@ static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg, unsigne
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
  * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks). But at most SEG_VALUES_MAX values (16 MiB of
- * floats, about 1.3 MB of top-k at 1% on the wire): each segment in flight
- * holds a staged residual, the owner's copy and a codec scratch of its
- * length, and a ring of a few huge segments has them all in flight at once
- * (top-k at 1% held 2.3x its tensor in memory that way).
+ * segments as in whole chunks). But at most SEG_VALUES_MAX values (4 MiB of
+ * floats, about 80 KB of top-k at 1% on the wire). A sparse codec's
+ * segment costs far more to encode and decode than to send, so a long one
+ * leaves the link idle while it is encoded and the next rank idle while it
+ * is decoded: top-k at 1%, 64 MiB on 2 ranks over 1 Gbit/s, took 81 ms in
+ * segments of 4M values and 27 ms in segments of 1M (2026-12-02). Each
+ * segment in flight also holds a staged residual, the owner's copy and a
+ * codec scratch of its length (top-k at 1% once held 2.3x its tensor in
+ * memory with a few huge segments).
  */
-#define SEG_VALUES_MAX (UINT64_C(4) << 20)
+#define SEG_VALUES_MAX (UINT64_C(1) << 20)
 
 static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 {
