@@ -53,7 +53,8 @@ struct gw_coll {
 	struct call_desc *descs;	      /* the call check's, one per rank */
 	uint64_t stream_key[GW_COLL_STREAMS]; /* the tensor of each stream */
 	unsigned nstreams;
-	uint64_t seg_bytes; /* allreduce segment on the wire (0: whole chunks) */
+	uint64_t seg_bytes;   /* allreduce segment on the wire (0: whole chunks) */
+	uint64_t piece_bytes; /* the hierarchical allreduce's pieces (0: one) */
 	/* What the first lossy allreduce agreed on (coll_allreduce.c): */
 	bool agreed;			/* the agreement ran, and found: */
 	bool lossy_links;		/* some rank's link to its next compresses */
