@@ -63,7 +63,8 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
 /**
  * gw_coll_set_piece() - the hierarchical allreduce cuts a tensor into
  * pieces of about this many bytes (GW_COLL_PIECE_BYTES until set; 0: one
- * piece), whose steps inside and across hosts overlap (coll_hier.c). Every
+ * piece; never below ranks x the context's min_compress_bytes), whose
+ * steps inside and across hosts overlap (coll_hier.c). Every
  * rank must set the same, and the same for every call: it decides the
  * slots, hence which error-feedback residual meets which values.
  */

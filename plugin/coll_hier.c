@@ -187,9 +187,13 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 
 /*
  * The pipeline (see the top of this file). Pieces of about c->piece_bytes,
- * at most PIECES_MAX, at least per_host values each, and few enough that
- * every (ring, piece) gets a block of the stream's steps with room for each
- * of its ring's steps.
+ * but large enough that the chunk each cross ring member owns (a piece /
+ * (L H)) is at least min_compress_bytes, so that cutting a tensor into
+ * pieces never makes it travel exactly across hosts where it would not
+ * have; at most PIECES_MAX, at least per_host values each, and few enough
+ * that every (ring, piece) gets a block of the stream's steps with room for
+ * each of its ring's steps. Every rank computes the same (the sizes are
+ * agreed values).
  */
 #define PIECES_MAX 64
 /* Nothing moved for this long: wait on one stuck request with the
@@ -201,7 +205,13 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 static uint32_t pieces(const struct gw_coll *c, uint64_t n)
 {
 	uint32_t steps = 2 * (uint32_t)(c->per_host > c->nhosts ? c->per_host : c->nhosts) - 2;
-	uint64_t p = c->piece_bytes ? (n * sizeof(float) + c->piece_bytes - 1) / c->piece_bytes : 1;
+	uint64_t ranks = (uint64_t)c->per_host * (uint64_t)c->nhosts;
+	uint64_t least = gw_ctx_min_compress_bytes(c->ctx) < UINT64_MAX / ranks
+				 ? ranks * gw_ctx_min_compress_bytes(c->ctx)
+				 : UINT64_MAX;
+	uint64_t piece = c->piece_bytes > least ? c->piece_bytes : least;
+	uint64_t bytes = n * sizeof(float);
+	uint64_t p = c->piece_bytes ? bytes / piece + (bytes % piece != 0) : 1;
 	uint64_t most = (UINT64_C(1) << STEP_BITS) / (2 * (uint64_t)steps);
 
 	if (p > PIECES_MAX)
