@@ -63,7 +63,8 @@ struct gw_coll {
 	bool lowrank;			/* every connection of every rank negotiated
 					 * powersgd with the same parameters, */
 	struct gw_codec lowrank_codec;	/* these */
-	float *scratch;			/* the lossy ring's (struct ring) */
+	float *scratch;			/* the lossy ring's (struct ring): the flat
+					 * ring's or the cross ring's, never both */
 	size_t scratch_cap;		/* bytes, as the caps below (gw_grow()) */
 	struct ring_reqs {		/* the requests of the rings that run at once: */
 		struct gw_ctx_req *req; /* RING_REQS_MAIN: the flat or the local ring, */
