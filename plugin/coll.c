@@ -45,6 +45,7 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 	c->rank = gw_ctx_rank(ctx);
 	c->size = gw_ctx_size(ctx);
 	c->seg_bytes = GW_COLL_SEGMENT_BYTES;
+	c->piece_bytes = GW_COLL_PIECE_BYTES;
 	c->world = (struct coll_group){ .size = c->size, .me = c->rank, .name = "allreduce" };
 	c->world.rank = malloc((size_t)c->size * sizeof(int));
 	if (!c->world.rank) {
@@ -62,7 +63,8 @@ void gw_coll_destroy(struct gw_coll *c)
 	if (!c)
 		return;
 	free(c->scratch);
-	free(c->req);
+	free(c->reqs[0].req);
+	free(c->reqs[1].req);
 	free(c->descs);
 	free(c->lr.p);
 	free(c->lr.q);
@@ -82,6 +84,11 @@ struct gw_ctx *gw_coll_ctx(const struct gw_coll *c)
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes)
 {
 	c->seg_bytes = bytes;
+}
+
+void gw_coll_set_piece(struct gw_coll *c, uint64_t bytes)
+{
+	c->piece_bytes = bytes;
 }
 
 void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo)

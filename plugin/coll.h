@@ -32,6 +32,7 @@
 #define GW_COLL_SLOT_BASE (UINT32_C(1) << 24)
 #define GW_COLL_STREAMS 1024
 #define GW_COLL_SEGMENT_BYTES (UINT64_C(1) << 20)
+#define GW_COLL_PIECE_BYTES (UINT64_C(4) << 20)
 
 enum gw_coll_op {
 	GW_COLL_SUM = 0,
@@ -58,6 +59,16 @@ struct gw_ctx *gw_coll_ctx(const struct gw_coll *c);
  * set the same, and pass the same flags to each allreduce.
  */
 void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
+
+/**
+ * gw_coll_set_piece() - the hierarchical allreduce cuts a tensor into
+ * pieces of about this many bytes (GW_COLL_PIECE_BYTES until set; 0: one
+ * piece; never below ranks x the context's min_compress_bytes), whose
+ * steps inside and across hosts overlap (coll_hier.c). Every
+ * rank must set the same, and the same for every call: it decides the
+ * slots, hence which error-feedback residual meets which values.
+ */
+void gw_coll_set_piece(struct gw_coll *c, uint64_t bytes);
 
 /**
  * gw_coll_set_algo() - the allreduce algorithm to use (GW_COLL_ALGO_AUTO

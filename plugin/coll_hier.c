@@ -27,10 +27,30 @@
  * 2 (H - 1) / H of n / L values across, its host n (H - 1) / H per
  * direction, where the flat ring sends about 2 n (H - 1) / H.
  *
- * Slots. The three steps use the tensor's stream (coll_stream_of()); the
- * local ring's reduce-scatter and allgather are the units of one ring (the
- * same segments, so different slots), and the cross ring talks only to ranks
- * of other hosts, so no (peer, slot) is shared by two steps.
+ * The pipeline. The three steps would add up: on a slow link the cross
+ * ring is link-bound and the local ones CPU-bound, so they overlap instead.
+ * The tensor is cut into P pieces of about c->piece_bytes (pieces()), and
+ * each goes through the three steps on its own: RS(p) inside the host,
+ * X(p) across, AG(p) inside. One thread drives the two rings at once
+ * (hier_sum()), stepping each without blocking (coll_ring_step()):
+ *   - the local ring runs its stages in one fixed order, the same on every
+ *     rank of the host: RS0, RS1, AG0, RS2, AG1, ..., RS(P-1), AG(P-2),
+ *     AG(P-1) (local_stage()); AG(p) starts once X(p) completed on this
+ *     rank, so the local ring has one piece of work to do while X(p) runs;
+ *   - the cross ring runs X0, X1, ... in order, X(p) once RS(p) is done here.
+ * A stage touches only its piece, and a stage of one ring starts only once
+ * the other's stage on that piece has completed (every request waited:
+ * sends out of the buffer have left, receives have landed), so the rings
+ * never share memory in flight. X(p) is a whole ring allreduce of its chunk
+ * (the owner rule per piece), so every replica still ends bit-identical.
+ *
+ * Slots. Everything uses the tensor's stream (coll_stream_of()), whose
+ * 2^STEP_BITS steps are cut into 2P blocks: block p for the local ring's
+ * piece p (its reduce-scatter and allgather are the units of one ring, the
+ * same segments, so different slots), block P + p for the cross ring's. So
+ * every (ring, piece, unit) has its own slot, the same at every call of
+ * the tensor (P depends only on its length), and each (peer, slot)
+ * residual of the lossy cross ring meets the same values again.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -165,21 +185,227 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 	return c->hier ? "hier" : "ring";
 }
 
+/*
+ * The pipeline (see the top of this file). Pieces of about c->piece_bytes,
+ * but large enough that the chunk each cross ring member owns (a piece /
+ * (L H)) is at least min_compress_bytes, so that cutting a tensor into
+ * pieces never makes it travel exactly across hosts where it would not
+ * have; at most PIECES_MAX, at least per_host values each, and few enough
+ * that every (ring, piece) gets a block of the stream's steps with room for
+ * each of its ring's steps. Every rank computes the same (the sizes are
+ * agreed values).
+ */
+#define PIECES_MAX 64
+/* Nothing moved for this long: wait on one stuck request with the
+ * context's timeout (see hier_sum()). */
+#define STALL_MS 250
+/* A sleep in gw_ctx_progress() when neither ring can move, at most. */
+#define SLEEP_MS 50
+
+static uint32_t pieces(const struct gw_coll *c, uint64_t n)
+{
+	uint32_t steps = 2 * (uint32_t)(c->per_host > c->nhosts ? c->per_host : c->nhosts) - 2;
+	uint64_t ranks = (uint64_t)c->per_host * (uint64_t)c->nhosts;
+	uint64_t least = gw_ctx_min_compress_bytes(c->ctx) < UINT64_MAX / ranks
+				 ? ranks * gw_ctx_min_compress_bytes(c->ctx)
+				 : UINT64_MAX;
+	uint64_t piece = c->piece_bytes > least ? c->piece_bytes : least;
+	uint64_t bytes = n * sizeof(float);
+	uint64_t p = c->piece_bytes ? bytes / piece + (bytes % piece != 0) : 1;
+	uint64_t most = (UINT64_C(1) << STEP_BITS) / (2 * (uint64_t)steps);
+
+	if (p > PIECES_MAX)
+		p = PIECES_MAX;
+	if (p > most)
+		p = most;
+	/* At least one value of each piece for every rank of the host. */
+	if (p > n / (uint64_t)c->per_host)
+		p = n / (uint64_t)c->per_host;
+	return p ? (uint32_t)p : 1;
+}
+
+/* Stage s of the local ring (0 <= s < 2 P): RS0, RS1, AG0, RS2, AG1, ...,
+ * RS(P-1), AG(P-2), AG(P-1). *piece: its piece; return: RING_RS or RING_AG. */
+static unsigned local_stage(uint32_t s, uint32_t npieces, uint32_t *piece)
+{
+	if (s == 0 || (s + 1 < 2 * npieces && s % 2)) {
+		*piece = (s + 1) / 2;
+		return RING_RS;
+	}
+	*piece = s + 1 == 2 * npieces ? npieces - 1 : s / 2 - 1;
+	return RING_AG;
+}
+
+struct pipe {
+	struct gw_coll *c;
+	float *buf;
+	uint64_t n;
+	uint32_t npieces, id, budget;
+	unsigned lossy;
+	struct ring local, cross;
+	uint32_t stage;	  /* the local ring's next stage (or the one running) */
+	uint32_t xp;	  /* the cross ring's next piece (or the one running) */
+	uint32_t rs_done; /* pieces reduced inside the host (in order) */
+	bool local_on, cross_on;
+};
+
+/* Piece p of the tensor: its first value, *cnt values. */
+static float *piece_of(const struct pipe *pp, uint32_t p, uint64_t *cnt)
+{
+	uint64_t q = pp->n / pp->npieces, rem = pp->n % pp->npieces;
+
+	*cnt = CNT(p);
+	return pp->buf + OFF(p);
+}
+
+/* Start what may start: the local ring's next stage (an allgather once its
+ * piece went across hosts), the cross ring's next piece (once reduced
+ * inside the host). Return: 0, 1 (something started), -ENOMEM. */
+static int start(struct pipe *pp)
+{
+	struct gw_coll *c = pp->c;
+	uint64_t cnt, q, rem;
+	unsigned ph;
+	uint32_t p;
+	float *b;
+	int rc, started = 0;
+
+	while (!pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
+		b = piece_of(pp, pp->xp, &cnt);
+		q = cnt / (uint64_t)c->per_host;
+		rem = cnt % (uint64_t)c->per_host;
+		p = (uint32_t)((c->local.me + 1) % c->per_host); /* the chunk RS leaves here */
+		started = 1;
+		if (!CNT(p)) { /* nothing of this piece is ours */
+			pp->xp++;
+			continue;
+		}
+		coll_ring_init(c, &pp->cross, &c->cross, b + OFF(p), CNT(p), pp->lossy, pp->id,
+			       (pp->npieces + pp->xp) * pp->budget, pp->budget);
+		rc = coll_ring_begin(c, &pp->cross, RING_ALL, RING_REQS_CROSS);
+		if (rc)
+			return rc;
+		pp->cross_on = true;
+	}
+	if (!pp->local_on && pp->stage < 2 * pp->npieces) {
+		ph = local_stage(pp->stage, pp->npieces, &p);
+		if (ph == RING_AG && pp->xp <= p)
+			return started; /* piece p is still on its way across */
+		b = piece_of(pp, p, &cnt);
+		coll_ring_init(c, &pp->local, &c->local, b, cnt, 0, pp->id, p * pp->budget,
+			       pp->budget);
+		rc = coll_ring_begin(c, &pp->local, ph, RING_REQS_MAIN);
+		if (rc)
+			return rc;
+		pp->local_on = true;
+		started = 1;
+	}
+	return started;
+}
+
+/* Step ring g (on: running); *moved when it did something. Return: 0 (still
+ * running or done: *on updated), or its error. */
+static int step(struct pipe *pp, struct ring *g, bool *on, int blocks, bool *moved, bool *done)
+{
+	uint64_t m0 = g->moves;
+	int rc;
+
+	*done = false;
+	if (!*on)
+		return 0;
+	rc = coll_ring_step(pp->c, g, blocks);
+	if (rc < 0)
+		return rc;
+	*moved |= g->moves != m0 || !rc;
+	if (!rc) {
+		*on = false;
+		*done = true;
+	}
+	return 0;
+}
+
+/* Fail the run: where (g, which got rc, if any), and withdraw both rings'
+ * requests. */
+static int pipe_fail(struct pipe *pp, struct ring *g, int rc)
+{
+	if (g)
+		coll_ring_fail(pp->c, g, rc);
+	if (pp->local_on && g != &pp->local)
+		coll_ring_abort(pp->c, &pp->local);
+	if (pp->cross_on && g != &pp->cross)
+		coll_ring_abort(pp->c, &pp->cross);
+	return rc;
+}
+
+/*
+ * Drive both rings in this thread: start what may start, step the cross
+ * ring (the slow link's) and the local one, and when neither moved sleep
+ * in gw_ctx_progress() until something completes.
+ *
+ * Timeouts. Requests fail by themselves only when their connection does;
+ * a peer that stops answering is found by a wait of the context, which
+ * gives up after its timeout and names the peer. So once nothing moved for
+ * STALL_MS, the next step waits on the request its ring is stuck on: the
+ * cross ring's while it runs, else the local one's. That wait cannot be one
+ * that only this rank's other ring could end: X(p) needs nothing of the
+ * local rings but RS(0..p), which this rank finished before it started
+ * X(p) (and the local rings of other hosts need only their own ranks' cross
+ * rings), while the local ring waits alone only when the cross ring waits
+ * for it. A dead peer is thus reported after at most STALL_MS plus the
+ * timeout, or twice the timeout when the cross ring's wait ends first.
+ */
+static int hier_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned lossy)
+{
+	struct pipe pp = { .c = c, .buf = buf, .n = n, .lossy = lossy, .id = id };
+	int64_t idle = gw_now_ms();
+	bool moved, done;
+	uint32_t p;
+	int rc, blocks = 0, bx;
+
+	pp.npieces = pieces(c, n);
+	pp.budget = (UINT32_C(1) << STEP_BITS) / (2 * pp.npieces);
+	for (;;) {
+		rc = start(&pp);
+		if (rc < 0) {
+			coll_fail(c, rc, "allreduce (the pipeline)", 0);
+			return pipe_fail(&pp, NULL, rc);
+		}
+		moved = rc > 0;
+		if (!pp.local_on && !pp.cross_on)
+			break;		       /* every stage ran */
+		bx = pp.cross_on ? blocks : 0; /* a stuck cross ring first */
+		rc = step(&pp, &pp.cross, &pp.cross_on, bx, &moved, &done);
+		if (rc)
+			return pipe_fail(&pp, &pp.cross, rc);
+		if (done)
+			pp.xp++;
+		rc = step(&pp, &pp.local, &pp.local_on, bx ? 0 : blocks, &moved, &done);
+		if (rc)
+			return pipe_fail(&pp, &pp.local, rc);
+		if (done) {
+			if (local_stage(pp.stage, pp.npieces, &p) == RING_RS)
+				pp.rs_done++;
+			pp.stage++;
+		}
+		blocks = 0;
+		if (moved) {
+			idle = gw_now_ms();
+			continue;
+		}
+		if (gw_now_ms() - idle >= STALL_MS) {
+			blocks = 1; /* the next wait of the next ring stepped */
+			continue;
+		}
+		rc = gw_ctx_progress(c->ctx, SLEEP_MS);
+		if (rc)
+			return pipe_fail(&pp, pp.cross_on ? &pp.cross : &pp.local, rc);
+	}
+	return 0;
+}
+
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
-	uint64_t q, rem;
-	int own, rc;
-
 	if (!c->hier)
 		return coll_ring_allreduce(c, &c->world, key, buf, n, lossy, RING_ALL);
-	q = n / (uint64_t)c->per_host;
-	rem = n % (uint64_t)c->per_host;
-	own = (c->local.me + 1) % c->per_host; /* the chunk step 1 leaves here */
-	rc = coll_ring_allreduce(c, &c->local, key, buf, n, 0, RING_RS);
-	if (!rc && CNT(own))
-		rc = coll_ring_allreduce(c, &c->cross, key, buf + OFF(own), CNT(own), lossy,
-					 RING_ALL);
-	if (!rc)
-		rc = coll_ring_allreduce(c, &c->local, key, buf, n, 0, RING_AG);
-	return rc;
+	return hier_sum(c, coll_stream_of(c, key), buf, n, lossy);
 }

@@ -50,23 +50,26 @@ struct gw_coll {
 	int err;			      /* first failure; every later call returns it */
 	char errmsg[320];		      /* what it was, when there is more to say */
 	uint32_t calls;			      /* allreduces so far (the call check) */
-	uint64_t staged;		      /* values of lossy sends in flight (ring_run) */
 	struct call_desc *descs;	      /* the call check's, one per rank */
 	uint64_t stream_key[GW_COLL_STREAMS]; /* the tensor of each stream */
 	unsigned nstreams;
-	uint64_t seg_bytes; /* allreduce segment on the wire (0: whole chunks) */
+	uint64_t seg_bytes;   /* allreduce segment on the wire (0: whole chunks) */
+	uint64_t piece_bytes; /* the hierarchical allreduce's pieces (0: one) */
 	/* What the first lossy allreduce agreed on (coll_allreduce.c): */
-	bool agreed;		       /* the agreement ran, and found: */
-	bool lossy_links;	       /* some rank's link to its next compresses */
-	double wire_bpv;	       /* the most wire bytes per value of any rank's
-					* link to its next (4 for one that does not) */
-	bool lowrank;		       /* every connection of every rank negotiated
-					* powersgd with the same parameters, */
-	struct gw_codec lowrank_codec; /* these */
-	float *scratch;		       /* the owner's segment as the next rank decodes it */
-	size_t scratch_cap;	       /* bytes, as req_cap (gw_grow()) */
-	struct gw_ctx_req *req;	       /* allreduce: receives, then sends, per unit */
-	size_t req_cap;
+	bool agreed;			/* the agreement ran, and found: */
+	bool lossy_links;		/* some rank's link to its next compresses */
+	double wire_bpv;		/* the most wire bytes per value of any rank's
+					 * link to its next (4 for one that does not) */
+	bool lowrank;			/* every connection of every rank negotiated
+					 * powersgd with the same parameters, */
+	struct gw_codec lowrank_codec;	/* these */
+	float *scratch;			/* the lossy ring's (struct ring): the flat
+					 * ring's or the cross ring's, never both */
+	size_t scratch_cap;		/* bytes, as the caps below (gw_grow()) */
+	struct ring_reqs {		/* the requests of the rings that run at once: */
+		struct gw_ctx_req *req; /* RING_REQS_MAIN: the flat or the local ring, */
+		size_t cap;		/* RING_REQS_CROSS: the ring across hosts */
+	} reqs[2];
 	struct lowrank_bufs {	   /* PowerSGD's allreduce (coll_lowrank.c grows them) */
 		float *p, *q, *qn; /* rows * r + 1, cols * r, cols * r */
 		double *work;	   /* the orthonormalization's */
@@ -115,6 +118,63 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 #define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */
 #define RING_AG 2u /* the allgather of the owned chunks */
 #define RING_ALL (RING_RS | RING_AG)
+#define RING_REQS_MAIN 0u  /* c->reqs[] of the flat ring, or the local one */
+#define RING_REQS_CROSS 1u /* of the ring across hosts */
+#define RING_PENDING 1	   /* coll_ring_step(): not done yet */
+
+/*
+ * A ring allreduce in progress (coll_ring.c): its shape, and where it stands,
+ * so that a caller can drive two at once (coll_hier.c). Filled by
+ * coll_ring_init() and coll_ring_begin(); the fields are the engine's.
+ */
+struct ring {
+	const struct coll_group *grp;
+	int next, prev; /* the context's ranks of the neighbours */
+	float *buf;
+	uint64_t q, rem; /* chunk k: OFF(k), CNT(k) */
+	uint64_t seg;	 /* values per segment */
+	uint32_t nseg, units, id;
+	uint32_t base;	      /* unit u's slot: slot_of(id, base + u) */
+	uint32_t first, last; /* the units this run moves: [first, last) */
+	unsigned lossy;
+	float *scratch;		    /* one segment (lossy: c->scratch) */
+	struct gw_ctx_req *rr, *sr; /* receives, sends: units each */
+	/* Where the run stands (coll_ring_step()): */
+	uint32_t u, posted, swaited, rwaited;
+	unsigned phase;	 /* of unit u, or the drain */
+	int blocks;	 /* waits that may block: < 0 all, else that many */
+	uint64_t staged; /* values of lossy sends in flight */
+	uint64_t moves;	 /* requests posted or completed so far */
+};
+
+/*
+ * coll_ring_init() - shape g: the ring over grp of buf[0..n), n > 0, its
+ * units on steps [base, base + budget) of the stream id (budget at least
+ * 2 (grp->size - 1)). lossy: GW_CTX_LOSSY (only once c->agreed) or 0.
+ */
+void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
+		    uint64_t n, unsigned lossy, uint32_t id, uint32_t base, uint32_t budget);
+/*
+ * coll_ring_begin() - start the phases asked for (RING_RS, RING_AG, both) of
+ * g, with the requests c->reqs[reqs] (which no other ring in flight uses).
+ * Return: 0 or -ENOMEM.
+ */
+int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned reqs);
+/*
+ * coll_ring_step() - move g on as far as it goes: post what its windows
+ * allow and finish what completed, in the engine's order. A wait blocks
+ * (with the context's timeout) while blocks allows it (< 0: always; n: the
+ * next n waits), else the run stops at the first request not complete.
+ * Return: 0 (the run is done: nothing of it in flight), RING_PENDING, or a
+ * negative errno (then coll_ring_fail()).
+ */
+int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks);
+/* coll_ring_fail() - after coll_ring_step() returned rc < 0: say where (coll_fail())
+ * and withdraw what g still has in flight. Return: rc. */
+int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc);
+/* coll_ring_abort() - withdraw what g has in flight (another ring failed). */
+void coll_ring_abort(struct gw_coll *c, struct ring *g);
+
 /* The ring allreduce (sum) of buf[0..n) of the tensor key over the group g
  * of more than one rank, n > 0, after its call check: the phases asked for
  * (RING_ALL: the allreduce). lossy: GW_CTX_LOSSY (only once c->agreed) or 0. */

@@ -23,6 +23,15 @@
  * forwards the payload it received byte for byte (gw_ctx_isend_fwd), so
  * every rank ends with the owner's bits. Empty segments (n < size, or a
  * short last chunk) are not sent: both sides know the lengths.
+ *
+ * A run is resumable: a struct ring (coll_impl.h) holds all its state - its
+ * units' counters, its own requests (c->reqs[] of its kind), its staged
+ * values - and coll_ring_step() moves it on until a request it needs has
+ * not completed. With blocking waits it runs to the end, as
+ * coll_ring_allreduce() does for one ring alone (the same waits in the same
+ * order as a plain loop); without them it returns RING_PENDING there, so
+ * that one thread can drive two rings at once (coll_hier.c's pipeline).
+ * Either way every wait, post and window rule below holds in the same order.
  */
 #include <assert.h>
 #include <errno.h>
@@ -50,17 +59,6 @@
  * hold a second copy of its residuals. 32 MiB of floats keeps 8 int8 or
  * fp16 segments in flight. */
 #define STAGED_MAX (UINT64_C(8) << 20)
-
-struct ring {
-	const struct coll_group *grp;
-	int next, prev; /* the context's ranks of the neighbours */
-	float *buf;
-	uint64_t q, rem; /* chunk k: OFF(k), CNT(k) */
-	uint64_t seg;	 /* values per segment */
-	uint32_t nseg, units, id;
-	uint32_t first, last; /* the units this run moves: [first, last) */
-	unsigned lossy;
-};
 
 /* Offset and length of what unit u sends (recv = 0) or receives (1). */
 static uint64_t unit_span(const struct ring *g, uint32_t u, int recv, uint64_t *off)
@@ -90,7 +88,7 @@ static int post_recv(struct gw_coll *c, const struct ring *g, uint32_t u, struct
 
 	if (!cnt)
 		return 0;
-	return gw_ctx_irecv(c->ctx, g->prev, slot_of(g->id, u), g->buf + off, cnt,
+	return gw_ctx_irecv(c->ctx, g->prev, slot_of(g->id, g->base + u), g->buf + off, cnt,
 			    in_reduce_phase(g, u) ? GW_CTX_ADD : recv_flags(g), r);
 }
 
@@ -124,7 +122,7 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 {
 	uint64_t off, cnt = unit_span(g, u, 0, &off);
 	int next = g->next, rc;
-	uint32_t slot = slot_of(g->id, u);
+	uint32_t slot = slot_of(g->id, g->base + u);
 
 	if (!cnt)
 		return 0;
@@ -133,26 +131,14 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 				    g->lossy | GW_CTX_ZEROCOPY, r);
 	if (u / g->nseg == (uint32_t)g->grp->size - 1) { /* the owner's hop */
 		rc = gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_LOSSY,
-				       c->scratch, r);
+				       g->scratch, r);
 		if (!rc) /* encoded at post time: keep the sent bits */
-			memcpy(g->buf + off, c->scratch, cnt * sizeof(float));
+			memcpy(g->buf + off, g->scratch, cnt * sizeof(float));
 		return rc;
 	}
 	rc = gw_ctx_isend_fwd(c->ctx, next, slot, got, r);
 	if (rc == -EPROTO) /* next speaks another codec */
 		rc = gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_ZEROCOPY, r);
-	return rc;
-}
-
-/* Wait for r[0..n) in order while rc stays 0; abort the rest once it is not. */
-static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n, int rc)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		if (rc)
-			gw_ctx_abort(c->ctx, &r[i]);
-		else
-			rc = gw_ctx_waitall(c->ctx, &r[i], 1);
-	}
 	return rc;
 }
 
@@ -168,108 +154,215 @@ static int wait_or_abort(struct gw_coll *c, struct gw_ctx_req *r, uint32_t n, in
  */
 static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
 {
-	gw_ctx_slot_trim(c->ctx, recv ? g->prev : g->next, slot_of(g->id, u), 0);
+	gw_ctx_slot_trim(c->ctx, recv ? g->prev : g->next, slot_of(g->id, g->base + u), 0);
 }
 
-static int wait_send(struct gw_coll *c, const struct ring *g, struct gw_ctx_req *sr, uint32_t u)
+/*
+ * Finish r when it is complete: wait for it (with the context's timeout)
+ * while g may block, else only when gw_ctx_test() says it completed.
+ * Return: 0, the wait's error, or RING_PENDING (not complete; g may not
+ * block). A request never posted (an empty unit) is complete.
+ */
+static int finish(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
 {
-	int rc = gw_ctx_waitall(c->ctx, &sr[u], 1);
+	int rc;
 
+	if (!r->cs)
+		return 0;
+	if (!g->blocks) {
+		rc = gw_ctx_test(c->ctx, r);
+		if (rc <= 0)
+			return rc ? rc : RING_PENDING;
+	} else if (g->blocks > 0) {
+		g->blocks--;
+	}
+	g->moves++;
+	return gw_ctx_waitall(c->ctx, r, 1);
+}
+
+/* Finish the oldest send in flight (sr[swaited]). */
+static int wait_send(struct gw_coll *c, struct ring *g)
+{
+	struct gw_ctx_req *r = &g->sr[g->swaited];
+	int rc = finish(c, g, r);
+
+	if (rc == RING_PENDING)
+		return rc;
 	if (!rc)
-		trim(c, g, u, 0);
-	if (sr[u].res) /* see STAGED_MAX */
-		c->staged -= sr[u].n;
-	sr[u].res = NULL;
+		trim(c, g, g->swaited, 0);
+	if (r->res) /* see STAGED_MAX */
+		g->staged -= r->n;
+	r->res = NULL;
+	g->swaited++;
 	return rc;
 }
 
-static int ring_run(struct gw_coll *c, const struct ring *g)
-{
-	struct gw_ctx_req *rr = c->req, *sr = c->req + g->units;
-	uint32_t posted = g->first, swaited = g->first, rwaited = g->first, u;
-	uint32_t back = ((uint32_t)g->grp->size - 1) * g->nseg;
-	uint32_t lag = g->nseg < WINDOW ? g->nseg : WINDOW;
-	char what[96];
-	int rc = 0;
+/*
+ * The steps of unit u, in this order (coll_ring_step() resumes a unit at
+ * the phase it stopped in; each phase's loop only re-checks its conditions).
+ */
+enum phase {
+	PH_RECVS,	/* post the receives the windows allow */
+	PH_OVERWRITE,	/* the send an allgather receive overwrites has left */
+	PH_ARRIVED,	/* the receive this send passes on has arrived */
+	PH_SEND,	/* post the send of unit u */
+	PH_WINDOW,	/* at most WINDOW sends (and STAGED_MAX values) in flight */
+	PH_DRAIN,	/* after the last unit: the sends still in flight, */
+	PH_DRAIN_RECVS, /* then the last receives */
+};
 
-	/* Units below first are another run's (an allgather after its own
-	 * reduce-scatter, which has completed): nothing waits for them. */
-	memset(c->req, 0, 2 * (size_t)g->units * sizeof(*c->req));
-	c->staged = 0;
-	for (u = g->first; u < g->last && !rc; u++) {
-		while (!rc && posted < g->last && posted <= u + WINDOW &&
-		       posted < rwaited + 2 * WINDOW) {
-			/* A receive straight into the buffer (recv_flags())
-			 * overwrites what send posted - back read: that send
-			 * must have been posted (it is below u) and left (or
-			 * belong to an earlier run, which has completed). */
-			if (recv_flags(g) && !in_reduce_phase(g, posted) &&
-			    posted - back >= g->first) {
-				if (posted - back >= u)
-					break;
-				while (!rc && swaited <= posted - back)
-					rc = wait_send(c, g, sr, swaited++);
+static int post_recvs(struct gw_coll *c, struct ring *g, uint32_t back)
+{
+	int rc;
+
+	while (g->posted < g->last && g->posted <= g->u + WINDOW &&
+	       g->posted < g->rwaited + 2 * WINDOW) {
+		/* A receive straight into the buffer (recv_flags())
+		 * overwrites what send posted - back read: that send
+		 * must have been posted (it is below u) and left (or
+		 * belong to an earlier run, which has completed). */
+		if (recv_flags(g) && !in_reduce_phase(g, g->posted) &&
+		    g->posted - back >= g->first) {
+			if (g->posted - back >= g->u)
+				break;
+			while (g->swaited <= g->posted - back) {
+				rc = wait_send(c, g);
 				if (rc)
-					break;
+					return rc;
 			}
-			rc = post_recv(c, g, posted, &rr[posted]), posted++;
 		}
+		rc = post_recv(c, g, g->posted, &g->rr[g->posted]);
+		g->posted++;
+		if (rc)
+			return rc;
+		g->moves++;
+	}
+	return 0;
+}
+
+/* Unit u's phases from where it stopped; 0 once its send is posted and the
+ * window allows the next unit. */
+static int unit_step(struct gw_coll *c, struct ring *g, uint32_t back, uint32_t lag)
+{
+	uint32_t u = g->u;
+	int rc;
+
+	switch (g->phase) {
+	case PH_RECVS:
+		rc = post_recvs(c, g, back);
+		if (rc)
+			return rc;
+		g->phase = PH_OVERWRITE;
+		/* fall through */
+	case PH_OVERWRITE:
 		/* An allgather receive overwrites what this rank sent size - 1
 		 * steps before; sends may go out of the buffer itself
 		 * (GW_CTX_ZEROCOPY), so that one must have left. */
-		while (!rc && u >= g->nseg + back && swaited <= u - g->nseg - back)
-			rc = wait_send(c, g, sr, swaited++);
+		while (u >= g->nseg + back && g->swaited <= u - g->nseg - back) {
+			rc = wait_send(c, g);
+			if (rc)
+				return rc;
+		}
+		g->phase = PH_ARRIVED;
+		/* fall through */
+	case PH_ARRIVED:
 		/* Receives complete in order: the segment this send passes on
 		 * (u - nseg), and any more than WINDOW behind, so that only
 		 * about 2 x WINDOW are posted (each holds a frame buffer). A
 		 * wait here is on a unit below u, so no rank waits for one that
 		 * waits for it. */
-		while (!rc && u >= g->first + lag && rwaited <= u - lag) {
-			rc = gw_ctx_waitall(c->ctx, &rr[rwaited], 1);
+		while (u >= g->first + lag && g->rwaited <= u - lag) {
+			rc = finish(c, g, &g->rr[g->rwaited]);
+			if (rc)
+				return rc;
 			/* Its frame is needed later only when it is a lossy
 			 * allgather payload that send rwaited + nseg forwards. */
-			if (!rc && !(g->lossy && !in_reduce_phase(g, rwaited)))
-				trim(c, g, rwaited, 1);
-			rwaited++;
+			if (!(g->lossy && !in_reduce_phase(g, g->rwaited)))
+				trim(c, g, g->rwaited, 1);
+			g->rwaited++;
 		}
-		if (!rc)
-			rc = post_send(c, g, u, &rr[u - (u >= g->nseg ? g->nseg : 0)], &sr[u]);
-		if (!rc && u >= g->nseg) /* its payload went on: buffer free */
+		g->phase = PH_SEND;
+		/* fall through */
+	case PH_SEND:
+		rc = post_send(c, g, u, &g->rr[u - (u >= g->nseg ? g->nseg : 0)], &g->sr[u]);
+		if (rc)
+			return rc;
+		g->moves++;
+		if (u >= g->nseg) /* its payload went on: buffer free */
 			trim(c, g, u - g->nseg, 1);
-		if (!rc && sr[u].res)
-			c->staged += sr[u].n;
-		while (!rc && (u + 1 - swaited > WINDOW || (c->staged > STAGED_MAX && swaited < u)))
-			rc = wait_send(c, g, sr, swaited++);
+		if (g->sr[u].res)
+			g->staged += g->sr[u].n;
+		g->phase = PH_WINDOW;
+		/* fall through */
+	default:
+		while (u + 1 - g->swaited > WINDOW || (g->staged > STAGED_MAX && g->swaited < u)) {
+			rc = wait_send(c, g);
+			if (rc)
+				return rc;
+		}
 	}
-	if (rc) {
-		snprintf(what, sizeof(what), "%s %s", g->grp->name,
-			 in_reduce_phase(g, u - 1) ? "reduce-scatter" : "allgather");
-		coll_fail(c, rc, what, (int)((u - 1) / g->nseg));
-		wait_or_abort(c, rr, g->units, rc);
-		wait_or_abort(c, sr, g->units, rc);
-		return rc;
+	return 0;
+}
+
+int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks)
+{
+	uint32_t back = ((uint32_t)g->grp->size - 1) * g->nseg;
+	uint32_t lag = g->nseg < WINDOW ? g->nseg : WINDOW;
+	int rc;
+
+	g->blocks = blocks;
+	while (g->u < g->last) {
+		rc = unit_step(c, g, back, lag);
+		if (rc)
+			return rc;
+		g->u++;
+		g->phase = g->u < g->last ? PH_RECVS : PH_DRAIN;
 	}
 	/* The sends still in flight (see above), then the last receives; after
-	 * a failure the rest are withdrawn, not waited for one timeout each. */
-	rc = wait_or_abort(c, sr, g->units, 0);
-	rc = wait_or_abort(c, rr, g->units, rc);
-	for (u = g->first; u < g->last; u++) {
+	 * a failure the rest are withdrawn (coll_ring_fail()), not waited for
+	 * one timeout each. */
+	while (g->phase == PH_DRAIN && g->swaited < g->last) {
+		rc = finish(c, g, &g->sr[g->swaited]);
+		if (rc)
+			return rc;
+		g->swaited++;
+	}
+	g->phase = PH_DRAIN_RECVS;
+	while (g->rwaited < g->last) {
+		rc = finish(c, g, &g->rr[g->rwaited]);
+		if (rc)
+			return rc;
+		g->rwaited++;
+	}
+	for (uint32_t u = g->first; u < g->last; u++) {
 		trim(c, g, u, 0);
 		trim(c, g, u, 1);
 	}
-	return rc ? coll_fail(c, rc, g->grp->name, (int)((g->last - 1) / g->nseg)) : 0;
+	return 0;
 }
 
-/* Reserve c->req for units receives and sends, c->scratch for one segment. */
-static int ring_reserve(struct gw_coll *c, uint32_t units, uint64_t seg, unsigned lossy)
+void coll_ring_abort(struct gw_coll *c, struct ring *g)
 {
-	int rc = gw_grow((void **)&c->req, &c->req_cap, 2 * (size_t)units * sizeof(*c->req));
+	for (uint32_t u = g->first; u < g->last; u++) {
+		gw_ctx_abort(c->ctx, &g->rr[u]);
+		gw_ctx_abort(c->ctx, &g->sr[u]);
+	}
+}
 
-	if (!rc && lossy)
-		rc = gw_grow((void **)&c->scratch, &c->scratch_cap, seg * sizeof(float));
+int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
+{
+	char what[96];
+
+	if (g->u < g->last) {
+		snprintf(what, sizeof(what), "%s %s", g->grp->name,
+			 in_reduce_phase(g, g->u) ? "reduce-scatter" : "allgather");
+		coll_fail(c, rc, what, (int)(g->u / g->nseg));
+	} else {
+		coll_fail(c, rc, g->grp->name, (int)((g->last - 1) / g->nseg));
+	}
+	coll_ring_abort(c, g);
 	return rc;
 }
-
 /*
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
@@ -296,33 +389,71 @@ static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 	return c->seg_bytes && !seg ? 1 : seg;
 }
 
-int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
-			uint64_t n, unsigned lossy, unsigned phases)
+void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
+		    uint64_t n, unsigned lossy, uint32_t id, uint32_t base, uint32_t budget)
 {
-	int size = grp->size, rc;
+	int size = grp->size;
 	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg, seg;
 	uint32_t steps = 2 * ((uint32_t)size - 1);
-	struct ring g = { .grp = grp,
-			  .next = group_peer(grp, 1),
-			  .prev = group_peer(grp, -1),
-			  .buf = buf,
-			  .q = q,
-			  .rem = rem };
 
 	assert(!lossy || c->agreed);
+	assert(budget >= steps);
+	*g = (struct ring){ .grp = grp,
+			    .next = group_peer(grp, 1),
+			    .prev = group_peer(grp, -1),
+			    .buf = buf,
+			    .q = q,
+			    .rem = rem,
+			    .lossy = lossy,
+			    .id = id,
+			    .base = base };
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
 	seg = segment_values(c, lossy);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
-	if (nseg > (UINT32_C(1) << STEP_BITS) / steps)
-		nseg = (UINT32_C(1) << STEP_BITS) / steps;
-	g.nseg = (uint32_t)nseg;
-	g.seg = (most + nseg - 1) / nseg;
-	g.units = steps * g.nseg;
-	/* The same units (hence slots) whichever phases run. */
-	g.first = phases & RING_RS ? 0 : (steps / 2) * g.nseg;
-	g.last = phases & RING_AG ? g.units : (steps / 2) * g.nseg;
-	g.lossy = lossy;
-	g.id = coll_stream_of(c, key);
-	rc = ring_reserve(c, g.units, g.seg, g.lossy);
-	return rc ? rc : ring_run(c, &g);
+	if (nseg > budget / steps)
+		nseg = budget / steps;
+	g->nseg = (uint32_t)nseg;
+	g->seg = (most + nseg - 1) / nseg;
+	g->units = steps * g->nseg;
+}
+
+int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned reqs)
+{
+	struct ring_reqs *m = &c->reqs[reqs];
+	uint32_t half = g->units / 2;
+	int rc = gw_grow((void **)&m->req, &m->cap, 2 * (size_t)g->units * sizeof(*m->req));
+
+	if (!rc && g->lossy)
+		rc = gw_grow((void **)&c->scratch, &c->scratch_cap, g->seg * sizeof(float));
+	if (rc)
+		return rc;
+	/* The same units (hence slots) whichever phases run. Units below
+	 * first are another run's (an allgather after its own reduce-scatter,
+	 * which has completed): nothing waits for them. */
+	g->first = phases & RING_RS ? 0 : half;
+	g->last = phases & RING_AG ? g->units : half;
+	g->rr = m->req;
+	g->sr = m->req + g->units;
+	memset(m->req, 0, 2 * (size_t)g->units * sizeof(*m->req));
+	g->scratch = g->lossy ? c->scratch : NULL;
+	g->u = g->posted = g->swaited = g->rwaited = g->first;
+	g->phase = PH_RECVS;
+	g->staged = 0;
+	return 0;
+}
+
+int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
+			uint64_t n, unsigned lossy, unsigned phases)
+{
+	struct ring g;
+	int rc;
+
+	coll_ring_init(c, &g, grp, buf, n, lossy, coll_stream_of(c, key), 0,
+		       UINT32_C(1) << STEP_BITS);
+	rc = coll_ring_begin(c, &g, phases, RING_REQS_MAIN);
+	if (rc)
+		return rc;
+	/* One ring alone: every wait blocks, as it always did. */
+	rc = coll_ring_step(c, &g, -1);
+	return rc ? coll_ring_fail(c, &g, rc) : 0;
 }

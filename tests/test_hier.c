@@ -38,6 +38,7 @@ struct hier_arg {
 				 * another scheme in this configuration) */
 	int timeout_ms;
 	int kill_rank, kill_ms; /* dies kill_ms into its third call (or -1) */
+	uint64_t piece;		/* the pipeline's pieces (gw_coll_set_piece()); 0: default */
 	char dir[64];		/* the parent's folder for hashes */
 };
 
@@ -72,6 +73,8 @@ static int open_rank(const struct hier_arg *a, int rank, int size, const char *d
 	gw_coll_set_segment(s->algo, 8188);
 	gw_coll_set_algo(s->ring, GW_COLL_ALGO_RING);
 	gw_coll_set_algo(s->algo, a->algo);
+	if (a->piece)
+		gw_coll_set_piece(s->algo, a->piece);
 	return 0;
 }
 
@@ -85,11 +88,11 @@ static void close_rank(struct rank_state *s)
 
 /* Bytes of tensor data this rank sent to ranks of its own host / of others. */
 static void sent(struct gw_ctx *ctx, const struct hier_arg *a, uint64_t *local, uint64_t *remote,
-		 uint64_t *wire_local, uint64_t *wire_remote)
+		 uint64_t *wire_local, uint64_t *wire_remote, uint64_t *frames_remote)
 {
 	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx);
 
-	*local = *remote = *wire_local = *wire_remote = 0;
+	*local = *remote = *wire_local = *wire_remote = *frames_remote = 0;
 	for (int p = 0; p < size; p++) {
 		struct gw_conn_stats s;
 
@@ -101,6 +104,7 @@ static void sent(struct gw_ctx *ctx, const struct hier_arg *a, uint64_t *local, 
 		} else {
 			*remote += s.raw_sent;
 			*wire_remote += s.wire_sent;
+			*frames_remote += s.frames_sent;
 		}
 	}
 }
@@ -125,7 +129,7 @@ static int body_layout(int rank, int size, const char *dir, void *arg)
 		return 11;
 	}
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
-		uint64_t n = sizes[z], l0, r0, wl0, wr0, l1, r1, wl1, wr1;
+		uint64_t n = sizes[z], l0, r0, wl0, wr0, f0, l1, r1, wl1, wr1, f1;
 		float *y = tu_alloc(n * 4 + 4);
 		double *exact = tu_alloc(n * 8 + 8), *mag = tu_alloc(n * 8 + 8), err[2];
 
@@ -134,10 +138,10 @@ static int body_layout(int rank, int size, const char *dir, void *arg)
 		for (int k = 0; k < 2; k++) {
 			gw_ctx_residuals_reset(s.ctx);
 			tu_fill(y, n, ct_seed(rank, n, 0));
-			sent(s.ctx, a, &l0, &r0, &wl0, &wr0);
+			sent(s.ctx, a, &l0, &r0, &wl0, &wr0, &f0);
 			if (gw_coll_allreduce(k ? s.algo : s.ring, y, n, GW_COLL_SUM, GW_CTX_LOSSY))
 				return 12;
-			sent(s.ctx, a, &l1, &r1, &wl1, &wr1);
+			sent(s.ctx, a, &l1, &r1, &wl1, &wr1, &f1);
 			err[k] = ct_rel_l2(y, exact, n, 1.0);
 			for (uint64_t i = 0; i < n; i++)
 				if (!isfinite(y[i]))
@@ -165,17 +169,26 @@ static int body_layout(int rank, int size, const char *dir, void *arg)
 			/* Across hosts: the cross ring's 2 (H - 1) / H of this
 			 * rank's slice of about n / L values, nothing more (but
 			 * the call check's descriptors: 24 bytes, log2(size)
-			 * rounds, to ranks that may be on other hosts). */
+			 * rounds, to ranks that may be on other hosts, and
+			 * each piece's rounding of its chunks). */
 			uint64_t slice = n / (uint64_t)per_host + 1;
-			uint64_t most =
-				4 * 2 * (uint64_t)(hosts - 1) * (slice / (uint64_t)hosts + 1) +
-				24 * 2 * (uint64_t)size;
+			uint64_t pieces = a->piece ? n * 4 / a->piece + 1 : 1;
+			uint64_t most = 4 * 2 * (uint64_t)(hosts - 1) *
+						(slice / (uint64_t)hosts + 2 * pieces) +
+					24 * 2 * (uint64_t)size;
 
 			if (r1 - r0 > most || r1 == r0) {
 				fprintf(stderr, "rank %d: %llu bytes across hosts, want <= %llu\n",
 					rank, (unsigned long long)(r1 - r0),
 					(unsigned long long)most);
 				return 17;
+			}
+			/* Every piece crossed in its own frames: 2 (H - 1)
+			 * steps of its cross ring at least. */
+			if (a->piece && f1 - f0 < 2 * (uint64_t)(hosts - 1) * (n * 4 / a->piece)) {
+				fprintf(stderr, "rank %d: %llu frames across hosts, want pieces\n",
+					rank, (unsigned long long)(f1 - f0));
+				return 24;
 			}
 			/* Inside the host every frame is exact: wire >= raw. */
 			if (wl1 - wl0 < l1 - l0 || l1 == l0)
@@ -226,7 +239,7 @@ static void run(int size, int limit_s, tp_body body, struct hier_arg *a, const c
 	rmdir(a->dir);
 }
 
-static void layouts(const char *codec, double bound)
+static void layouts_in(const char *codec, double bound, uint64_t piece)
 {
 	static const struct {
 		int hosts, size;
@@ -246,10 +259,16 @@ static void layouts(const char *codec, double bound)
 				      .algo = GW_COLL_ALGO_AUTO,
 				      .want_algo = lay[i].algo,
 				      .bound = bound,
-				      .kill_rank = -1 };
+				      .kill_rank = -1,
+				      .piece = piece };
 
 		run(lay[i].size, 90, body_layout, &a, "h");
 	}
+}
+
+static void layouts(const char *codec, double bound)
+{
+	layouts_in(codec, bound, 0);
 }
 
 static void test_none(void)
@@ -285,6 +304,24 @@ static void test_randomk(void)
 static void test_powersgd(void)
 {
 	layouts("powersgd:rank=4", 1.5);
+}
+
+/* The pipeline in several pieces: 65537 values in pieces of 40000 bytes
+ * are 7 pieces of 2 or 3 segments inside the host (8188 bytes each), so
+ * the rings inside and across hosts run at once, the slots of every piece
+ * apart. */
+#define PIECE_SMALL 40000
+static void test_pieces_none(void)
+{
+	layouts_in("none", 0, PIECE_SMALL);
+}
+static void test_pieces_int8(void)
+{
+	layouts_in("int8", 5e-2, PIECE_SMALL);
+}
+static void test_pieces_topk(void)
+{
+	layouts_in("topk:ratio=0.1", 1.5, PIECE_SMALL);
 }
 
 /* PowerSGD across hosts, `none` inside: the linear form still applies (only
@@ -374,6 +411,19 @@ static void test_feedback(void)
 	run(4, 60, body_feedback, &a, "ef");
 }
 
+/* The same in 5 pieces: each keeps its residuals across calls. */
+static void test_feedback_pieces(void)
+{
+	struct hier_arg a = { .codec = "topk:ratio=0.1",
+			      .hosts = 2,
+			      .algo = GW_COLL_ALGO_HIER,
+			      .want_algo = "hier",
+			      .kill_rank = -1,
+			      .piece = EF_N * 4 / 5 };
+
+	run(4, 60, body_feedback, &a, "ef");
+}
+
 /* ---- a rank killed mid-call ------------------------------------------------- */
 
 /*
@@ -452,9 +502,13 @@ int main(void)
 		{ "topk", test_topk },
 		{ "randomk", test_randomk },
 		{ "powersgd (linear form, factors summed hierarchically)", test_powersgd },
+		{ "pipeline of 7 pieces: none, exact and identical", test_pieces_none },
+		{ "pipeline of 7 pieces: int8", test_pieces_int8 },
+		{ "pipeline of 7 pieces: topk", test_pieces_topk },
 		{ "powersgd across hosts, none inside", test_powersgd_local_none },
 		{ "uneven hosts: the ring, hier asked for", test_uneven },
 		{ "error feedback across calls", test_feedback },
+		{ "error feedback across calls, 5 pieces", test_feedback_pieces },
 		{ "rank killed mid-call", test_killed },
 		CU_TEST_INFO_NULL,
 	};
