@@ -70,14 +70,26 @@ static void test_host_algo(void)
 {
 	struct gw_config c;
 	struct gw_ctx_cfg x, y;
-	char err[512], name[256] = "";
+	char err[512], name[400] = "";
 	bool agreed = false;
 
 	CU_ASSERT_EQUAL_FATAL(load(&c, NULL, NULL, err), 0);
 	CU_ASSERT_PTR_NULL(c.host_id);
 	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_AUTO);
 	gw_config_ctx(&c, &x);
-	gethostname(name, sizeof(name) - 1);
+	gethostname(name, 256);
+	{
+		/* "<host name>/<boot id>": two machines of one name differ. */
+		FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+		char boot[64] = "";
+
+		if (f && fgets(boot, sizeof(boot), f)) {
+			boot[strcspn(boot, "\n")] = 0;
+			snprintf(name + strlen(name), sizeof(name) - strlen(name), "/%s", boot);
+		}
+		if (f)
+			fclose(f);
+	}
 	CU_ASSERT_EQUAL(x.host_id, gw_ctx_host_id_of(name));
 	CU_ASSERT_EQUAL(gw_config_host_id(&c), x.host_id);
 	CU_ASSERT_EQUAL_FATAL(load(&c, "GRADWIRE_HOST_ID=rack1-node7", "GRADWIRE_ALGO=hier", err),

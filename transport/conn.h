@@ -275,7 +275,8 @@ int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
 int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving);
 
 /** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0:
- * gw_ctx_host_id_of() of the host name (gethostname()). */
+ * gw_ctx_host_id_of() of "<host name>/<boot id>" (gethostname(),
+ * /proc/sys/kernel/random/boot_id; the host name alone without that file). */
 uint64_t gw_ctx_host_id_default(void);
 /** gw_ctx_host_id_of() - the host id of a name: FNV-1a 64 of its bytes
  * (1 where that is 0), what GRADWIRE_HOST_ID=name sets. */

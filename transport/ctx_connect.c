@@ -6,10 +6,13 @@
  * moves them (conn.h has the contract; docs/wire-format.md the bytes).
  *
  * Host ids. A rank's host id is FNV-1a (64 bits) of its host name
- * (gethostname()), or of GRADWIRE_HOST_ID where that is set (cfg->host_id),
- * never 0. Every rank reads every rank's id from the store, so all hold the
- * same list (gw_ctx_host_id()): it decides which codec list a peer gets, and
- * the collectives' topology (plugin/coll_hier.c).
+ * (gethostname()) and the kernel's boot id (/proc/sys/kernel/random/boot_id,
+ * where readable), or of GRADWIRE_HOST_ID where that is set (cfg->host_id),
+ * never 0. The boot id keeps two machines that share a host name apart;
+ * containers and network namespaces on one kernel share it. Every rank
+ * reads every rank's id from the store, so all hold the same list
+ * (gw_ctx_host_id()): it decides which codec list a peer gets, and the
+ * collectives' topology (plugin/coll_hier.c).
  *
  * Handshake (all peers at once, two rounds):
  *   store: "<job>/host/<rank>" = host id
@@ -46,9 +49,23 @@ int gw_ctx_mac_algs_check(const char *list)
 
 uint64_t gw_ctx_host_id_default(void)
 {
-	char name[256] = "";
+	char name[256 + 1 + 64] = "";
+	size_t len;
+	FILE *f;
 
-	gethostname(name, sizeof(name) - 1);
+	gethostname(name, 256);
+	name[256] = 0;
+	len = strlen(name);
+	/* "<host name>/<boot id>"; the host name alone where /proc is not. */
+	f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		name[len] = '/';
+		if (fgets(name + len + 1, (int)(sizeof(name) - len - 1), f))
+			name[len + 1 + strcspn(name + len + 1, "\n")] = 0;
+		else
+			name[len] = 0;
+		fclose(f);
+	}
 	return gw_ctx_host_id_of(name);
 }
 
