@@ -33,10 +33,17 @@ static const char *const algos[] = { "auto", "ring", "hier", NULL }; /* enum gw_
 
 static const struct param table[] = {
 	{ .info = { "GRADWIRE_PROVIDER", "string", NULL,
-		    "libfabric provider: verbs;ofi_rxm, net, tcp;ofi_rxm or shm. Unset: "
-		    "verbs;ofi_rxm, then net, then tcp;ofi_rxm" },
+		    "libfabric provider for peers on other hosts: verbs;ofi_rxm, net, "
+		    "tcp;ofi_rxm or shm. Unset: verbs;ofi_rxm, then net, then tcp;ofi_rxm" },
 	  .type = T_STR,
 	  .off = OFF(provider) },
+	{ .info = { "GRADWIRE_PROVIDER_LOCAL", "string", NULL,
+		    "libfabric provider for peers on this host (the same host id), e.g. shm. "
+		    "Unset: shm where libfabric offers it, else GRADWIRE_PROVIDER. Set to the "
+		    "same as GRADWIRE_PROVIDER for one endpoint for every peer. A named "
+		    "provider that is not available is an error, never a fall-back" },
+	  .type = T_STR,
+	  .off = OFF(provider_local) },
 	{ .info = { "GRADWIRE_IFACE", "string", NULL,
 		    "libfabric domain (interface) to use, e.g. lo, eth0, mlx5_0. Unset: "
 		    "the provider's first. A named interface that does not exist is an "
@@ -56,9 +63,10 @@ static const struct param table[] = {
 	  .max = 86400000 },
 	{ .info = { "GRADWIRE_HOST_ID", "string", NULL,
 		    "the name of this rank's host: ranks with the same name share a host "
-		    "(GRADWIRE_CODEC_LOCAL, the hierarchical allreduce). Unset: the host "
-		    "name (gethostname()). For containers or network namespaces that share "
-		    "a host name but not a host, or hosts that emulate several" },
+		    "(GRADWIRE_PROVIDER_LOCAL, GRADWIRE_CODEC_LOCAL, the hierarchical "
+		    "allreduce). Unset: the host name (gethostname()) with the kernel's boot "
+		    "id. For containers or network namespaces that share a host name but not "
+		    "a host, or hosts that emulate several" },
 	  .type = T_STR,
 	  .off = OFF(host_id) },
 	{ .info = { "GRADWIRE_ALGO", "one of: auto, ring, hier", "auto",
@@ -354,6 +362,8 @@ void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->tp.provider = cfg->provider;
+	out->tp.provider_local = cfg->provider_local;
+	out->tp.local_auto = !cfg->provider_local; /* shm where offered */
 	out->tp.iface = cfg->iface;
 	out->tp.job = cfg->job;
 	out->tp.timeout_ms = (int)cfg->timeout_ms;

@@ -15,6 +15,7 @@
  * environment or to the table's defaults; they stay valid while it does. */
 struct gw_config {
 	const char *provider;
+	const char *provider_local; /* GRADWIRE_PROVIDER_LOCAL, or NULL */
 	const char *iface;
 	const char *job;
 	const char *host_id; /* GRADWIRE_HOST_ID, or NULL */

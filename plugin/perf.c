@@ -485,7 +485,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	if (rank == 0 && !o->json) {
 		printf("# gradwire-perf: %d ranks on %d hosts, allreduce %s, codec %s, provider "
 		       "%s, iface %s, min_compress %llu B, warmup %d, iters %d\n",
-		       size, nhosts, algo, codec, cc.tp.provider ? cc.tp.provider : "(default)",
+		       size, nhosts, algo, codec, gw_ctx_provider(ctx),
 		       cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
 		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",

@@ -60,6 +60,20 @@ static void test_values(void)
 	CU_ASSERT_TRUE(c.stats);
 	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_PROVIDER=tcp;ofi_rxm", "GRADWIRE_LOG=debug", err), 0);
 	CU_ASSERT_STRING_EQUAL(c.provider, "tcp;ofi_rxm");
+	{
+		/* Unset: shm where offered (local_auto); named: that one. */
+		struct gw_ctx_cfg x;
+		struct gw_config d;
+
+		CU_ASSERT_PTR_NULL(c.provider_local);
+		gw_config_ctx(&c, &x);
+		CU_ASSERT_TRUE(x.tp.local_auto);
+		CU_ASSERT_PTR_NULL(x.tp.provider_local);
+		CU_ASSERT_EQUAL(load(&d, "GRADWIRE_PROVIDER_LOCAL=shm", NULL, err), 0);
+		gw_config_ctx(&d, &x);
+		CU_ASSERT_FALSE(x.tp.local_auto);
+		CU_ASSERT_STRING_EQUAL(x.tp.provider_local, "shm");
+	}
 	CU_ASSERT_EQUAL(c.log, GW_LOG_DEBUG);
 	CU_ASSERT_EQUAL(load(&c, "GRADWIRE_MAC_ALGS=hmac-sha256", "OTHER=1", err), 0);
 }
@@ -70,14 +84,26 @@ static void test_host_algo(void)
 {
 	struct gw_config c;
 	struct gw_ctx_cfg x, y;
-	char err[512], name[256] = "";
+	char err[512], name[400] = "";
 	bool agreed = false;
 
 	CU_ASSERT_EQUAL_FATAL(load(&c, NULL, NULL, err), 0);
 	CU_ASSERT_PTR_NULL(c.host_id);
 	CU_ASSERT_EQUAL(c.algo, GW_COLL_ALGO_AUTO);
 	gw_config_ctx(&c, &x);
-	gethostname(name, sizeof(name) - 1);
+	gethostname(name, 256);
+	{
+		/* "<host name>/<boot id>": two machines of one name differ. */
+		FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+		char boot[64] = "";
+
+		if (f && fgets(boot, sizeof(boot), f)) {
+			boot[strcspn(boot, "\n")] = 0;
+			snprintf(name + strlen(name), sizeof(name) - strlen(name), "/%s", boot);
+		}
+		if (f)
+			fclose(f);
+	}
 	CU_ASSERT_EQUAL(x.host_id, gw_ctx_host_id_of(name));
 	CU_ASSERT_EQUAL(gw_config_host_id(&c), x.host_id);
 	CU_ASSERT_EQUAL_FATAL(load(&c, "GRADWIRE_HOST_ID=rack1-node7", "GRADWIRE_ALGO=hier", err),
@@ -125,6 +151,7 @@ static void test_strict(void)
 	expect_bad("GRADWIRE_MIN_COMPRESS_BYTES=1T", "size");
 	expect_bad("GRADWIRE_LOG=verbose", "error, warn, info, debug");
 	expect_bad("GRADWIRE_PROVIDER=", "GRADWIRE_PROVIDER");
+	expect_bad("GRADWIRE_PROVIDER_LOCAL=", "GRADWIRE_PROVIDER_LOCAL");
 	expect_bad("GRADWIRE_HOST_ID=", "GRADWIRE_HOST_ID");
 	expect_bad("GRADWIRE_ALGO=tree", "one of: auto, ring, hier");
 	expect_bad("GRADWIRE_CODECS=fp16", "did you mean GRADWIRE_CODEC?");

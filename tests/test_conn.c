@@ -767,15 +767,22 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		return 0;
 	} else {
 		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR, TIMEOUT_MS, 0 };
-		struct gw_tp *tp = tp_open(&env, rank, size, dir, &st, &rc);
+		struct gw_store *hst = NULL;
+		struct gw_tp *tp;
 		uint64_t host = 77;
 		uint8_t junk[300], in[2048];
 
+		/* The host id first: a context reads them before it opens its
+		 * transport (they pick each peer's provider). */
+		if (gw_store_file_create(dir, &hst) ||
+		    gw_store_set(hst, "test/host/1", &host, sizeof(host)))
+			return 41;
+		gw_store_destroy(hst);
+		tp = tp_open(&env, rank, size, dir, &st, &rc);
 		if (!tp)
 			return 41;
 		struct gw_tp_req sr, rr;
 
-		gw_store_set(st, "test/host/1", &host, sizeof(host));
 		for (size_t i = 0; i < sizeof(junk); i++)
 			junk[i] = (uint8_t)(i * 37 + 1);
 		/* magic and this version (GW_HS_VERSION), then nonsense */
@@ -1172,6 +1179,7 @@ static int body_env(int rank, int size, const char *dir, void *arg)
 	int rc;
 
 	setenv("GRADWIRE_PROVIDER", tp_net_provider(), 1);
+	setenv("GRADWIRE_PROVIDER_LOCAL", tp_net_provider(), 1);
 	setenv("GRADWIRE_IFACE", "lo", 1);
 	setenv("GRADWIRE_JOB", "envjob", 1);
 	setenv("GRADWIRE_TIMEOUT_MS", "8000", 1);

@@ -244,7 +244,9 @@ static int body(int rank, int size, const char *dir, void *varg)
 	uint8_t bytes[100];
 	int rc, next = (rank + 1) % size, prev = (rank + size - 1) % size;
 
+	/* The network provider between these local ranks too (not shm). */
 	setenv("GRADWIRE_PROVIDER", tp_net_provider(), 1);
+	setenv("GRADWIRE_PROVIDER_LOCAL", tp_net_provider(), 1);
 	setenv("GRADWIRE_IFACE", "lo", 1);
 	setenv("GRADWIRE_CODEC", "int8", 1);
 	setenv("GRADWIRE_MIN_COMPRESS_BYTES", "4096", 1);

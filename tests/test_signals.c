@@ -271,6 +271,7 @@ int main(void)
 	if (!getenv("GW_LIB"))
 		tu_skip("GW_LIB (the path of libgradwire.so) is not set");
 	setenv("GRADWIRE_PROVIDER", "tcp;ofi_rxm", 1);
+	setenv("GRADWIRE_PROVIDER_LOCAL", "tcp;ofi_rxm", 1);
 	setenv("GRADWIRE_IFACE", "lo", 1);
 	setenv("FI_TCP_IFACE", "lo", 1);
 	setenv("GRADWIRE_CODEC", "int8", 1);

@@ -2,10 +2,11 @@
 /*
  * conn.h - the Gloo-style context: a rank's connections to every peer.
  *
- * gw_ctx_create() opens the transport (transport.h), exchanges host ids
- * through the store, and runs the handshake (handshake.h) with every peer at
- * once: each connection ends with its own codec, MAC algorithm and session
- * keys. Then tensors travel as frames (frame.h) whose body is a codec payload:
+ * gw_ctx_create() exchanges host ids through the store, opens the transport
+ * (transport.h: a link per provider, peers on this host over the local one),
+ * and runs the handshake (handshake.h) with every peer at once: each connection ends with its own
+ * codec, MAC algorithm and session keys. Then tensors travel as frames (frame.h) whose body is a
+ * codec payload:
  *
  *   send: residual (peer, slot) -> encode(x + r) into the slot's frame buffer
  *         -> seal (MAC) -> post; the new residual is committed when the send
@@ -127,7 +128,8 @@ struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
  * gw_tp_post_once()): for messages the caller can send later.
  */
 void gw_ctx_post_once(struct gw_ctx *ctx, bool on);
-/** gw_ctx_provider() - the libfabric provider in use, e.g. "tcp;ofi_rxm". */
+/** gw_ctx_provider() - the libfabric provider in use, e.g. "tcp;ofi_rxm",
+ * or both, main first, when peers on this host use another ("net+shm"). */
 const char *gw_ctx_provider(const struct gw_ctx *ctx);
 
 /**
@@ -275,7 +277,8 @@ int gw_ctx_slot_trim(struct gw_ctx *ctx, int peer, uint32_t slot, size_t keep);
 int gw_ctx_failed_peer(const struct gw_ctx *ctx, bool *receiving);
 
 /** gw_ctx_host_id_default() - the host id used when cfg->host_id is 0:
- * gw_ctx_host_id_of() of the host name (gethostname()). */
+ * gw_ctx_host_id_of() of "<host name>/<boot id>" (gethostname(),
+ * /proc/sys/kernel/random/boot_id; the host name alone without that file). */
 uint64_t gw_ctx_host_id_default(void);
 /** gw_ctx_host_id_of() - the host id of a name: FNV-1a 64 of its bytes
  * (1 where that is 0), what GRADWIRE_HOST_ID=name sets. */

@@ -117,7 +117,9 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 		  struct gw_ctx **out, char *err, size_t errlen)
 {
 	const char *job = cfg->tp.job ? cfg->tp.job : "gw";
+	struct gw_tp_cfg tpc;
 	struct gw_ctx *ctx;
+	bool links;
 	int rc;
 
 	snprintf(err, errlen, "no error");
@@ -148,14 +150,38 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 	rc = gw_rstore_create(&ctx->rs);
 	if (rc)
 		goto err_free;
-	rc = gw_tp_create(&cfg->tp, rank, size, st, &ctx->tp);
+	/* Host ids before the endpoints when they pick each peer's provider;
+	 * else after, as a host whose store learns a peer's host id only with
+	 * its address needs (the Gloo device, plugin/gloo/rendezvous.cc). */
+	links = cfg->tp.provider_local || cfg->tp.local_auto;
+	if (links) {
+		rc = ctx_hosts(ctx, cfg, st, job, err, errlen);
+		if (rc) {
+			ctx_log(ctx, GW_LOG_ERROR, "%s", err);
+			goto err_free;
+		}
+	}
+	tpc = cfg->tp;
+	tpc.hosts = links ? ctx->host : NULL;
+	rc = gw_tp_create(&tpc, rank, size, st, &ctx->tp);
 	if (rc) {
-		snprintf(err, errlen, "transport (%s on %s): %s",
-			 cfg->tp.provider ? cfg->tp.provider : "default provider",
-			 cfg->tp.iface ? cfg->tp.iface : "default interface", gw_strerror(rc));
+		if (rc == -ENOENT && tpc.provider_local)
+			snprintf(err, errlen,
+				 "transport: GRADWIRE_PROVIDER_LOCAL=%s (for peers on this host) "
+				 "is not available here: %s",
+				 tpc.provider_local, gw_strerror(rc));
+		else
+			snprintf(err, errlen, "transport (%s%s%s on %s): %s",
+				 tpc.provider ? tpc.provider : "default provider",
+				 tpc.provider_local ? ", local " : "",
+				 tpc.provider_local ? tpc.provider_local : "",
+				 tpc.iface ? tpc.iface : "default interface", gw_strerror(rc));
 		goto err_free;
 	}
-	rc = ctx_handshake(ctx, cfg, st, job, err, errlen);
+	if (!links)
+		rc = ctx_hosts(ctx, cfg, st, job, err, errlen);
+	if (!rc)
+		rc = ctx_handshake(ctx, cfg, err, errlen);
 	if (rc) {
 		ctx_log(ctx, GW_LOG_ERROR, "%s", err);
 		goto err_free;
@@ -316,7 +342,7 @@ int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s)
 		gw_codec_format(&c->hs.codec, s->codec, sizeof(s->codec));
 	s->mac = c->hs.mac;
 	snprintf(s->mac_name, sizeof(s->mac_name), "%s", gw_mac_alg_name(c->hs.mac));
-	snprintf(s->provider, sizeof(s->provider), "%s", gw_tp_provider(ctx->tp));
+	snprintf(s->provider, sizeof(s->provider), "%s", gw_tp_peer_provider(ctx->tp, peer));
 	s->fell_back = c->hs.fell_back;
 	return 0;
 }

@@ -6,13 +6,18 @@
  * moves them (conn.h has the contract; docs/wire-format.md the bytes).
  *
  * Host ids. A rank's host id is FNV-1a (64 bits) of its host name
- * (gethostname()), or of GRADWIRE_HOST_ID where that is set (cfg->host_id),
- * never 0. Every rank reads every rank's id from the store, so all hold the
- * same list (gw_ctx_host_id()): it decides which codec list a peer gets, and
- * the collectives' topology (plugin/coll_hier.c).
+ * (gethostname()) and the kernel's boot id (/proc/sys/kernel/random/boot_id,
+ * where readable), or of GRADWIRE_HOST_ID where that is set (cfg->host_id),
+ * never 0. The boot id keeps two machines that share a host name apart
+ * (shm between them would fail); containers and network namespaces on one
+ * kernel share it, and can reach each other over shm. Every rank reads
+ * every rank's id from the store (ctx_hosts(): before the transport opens
+ * when a local provider applies, else after, ctx.c), so all hold the same
+ * list (gw_ctx_host_id()): it decides which provider
+ * (link) and which codec list a peer gets, and the collectives' topology
+ * (plugin/coll_hier.c).
  *
- * Handshake (all peers at once, two rounds):
- *   store: "<job>/host/<rank>" = host id
+ * Handshake (all peers at once, two rounds), after the transport opened:
  *   CTRL slot 0 seq 0: HELLO both ways;  decide;  CTRL slot 0 seq 1: FINISHED.
  * A side whose decision fails still sends FINISHED, as a refusal with its
  * reason, so both ends report it instead of one timing out.
@@ -46,9 +51,23 @@ int gw_ctx_mac_algs_check(const char *list)
 
 uint64_t gw_ctx_host_id_default(void)
 {
-	char name[256] = "";
+	char name[256 + 1 + 64] = "";
+	size_t len;
+	FILE *f;
 
-	gethostname(name, sizeof(name) - 1);
+	gethostname(name, 256);
+	name[256] = 0;
+	len = strlen(name);
+	/* "<host name>/<boot id>"; the host name alone where /proc is not. */
+	f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		name[len] = '/';
+		if (fgets(name + len + 1, (int)(sizeof(name) - len - 1), f))
+			name[len + 1 + strcspn(name + len + 1, "\n")] = 0;
+		else
+			name[len] = 0;
+		fclose(f);
+	}
 	return gw_ctx_host_id_of(name);
 }
 
@@ -259,15 +278,44 @@ static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x, const uint8_
 	x->fin_out_len = (size_t)(len < 0 ? 0 : len);
 }
 
-int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
-		  const char *job, char *err, size_t errlen)
+int ctx_hosts(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
+	      const char *job, char *err, size_t errlen)
+{
+	uint64_t host = cfg->host_id ? cfg->host_id : gw_ctx_host_id_default();
+	char key[160];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/host/%d", job, ctx->rank);
+	ctx->host[ctx->rank] = host;
+	rc = gw_store_set(st, key, &host, sizeof(host));
+	if (rc)
+		snprintf(err, errlen, "publishing this rank's host id (%s): %s", key,
+			 gw_strerror(rc));
+	for (int p = 0; p < ctx->size && !rc; p++) {
+		uint64_t ph = 0;
+		ssize_t got;
+
+		if (p == ctx->rank)
+			continue;
+		snprintf(key, sizeof(key), "%s/host/%d", job, p);
+		got = gw_store_get(st, key, &ph, sizeof(ph), ctx->timeout_ms);
+		if (got != sizeof(ph)) {
+			rc = got < 0 ? (int)got : -EBADMSG;
+			snprintf(err, errlen, "rank %d's host id: %s", p, gw_strerror(rc));
+			break;
+		}
+		ctx->host[p] = ph;
+	}
+	return rc;
+}
+
+int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, size_t errlen)
 {
 	uint8_t psk[GW_MAC_KEY_LEN];
 	bool has_key = false;
-	uint64_t host = cfg->host_id ? cfg->host_id : gw_ctx_host_id_default();
+	uint64_t host = ctx->host[ctx->rank];
 	struct gw_hs_hello base;
 	struct hs_peer *hp = NULL;
-	char key[160];
 	int rc;
 
 	if (cfg->mac_key_file && cfg->mac_mode != GW_MAC_OFF) {
@@ -289,27 +337,12 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_st
 	rc = -ENOMEM;
 	if (!hp)
 		goto out;
+	rc = 0;
 
-	/* Host ids first: they decide which codec list each peer gets. */
-	snprintf(key, sizeof(key), "%s/host/%d", job, ctx->rank);
-	ctx->host[ctx->rank] = host;
-	rc = gw_store_set(st, key, &host, sizeof(host));
-	for (int p = 0; p < ctx->size && !rc; p++) {
-		uint64_t ph = 0;
-		ssize_t got;
-
-		if (p == ctx->rank)
-			continue;
-		snprintf(key, sizeof(key), "%s/host/%d", job, p);
-		got = gw_store_get(st, key, &ph, sizeof(ph), ctx->timeout_ms);
-		if (got != sizeof(ph)) {
-			rc = got < 0 ? (int)got : -EBADMSG;
-			snprintf(err, errlen, "rank %d's host id: %s", p, gw_strerror(rc));
-			break;
-		}
-		ctx->host[p] = ph;
-		rc = hello_for(cfg, &base, ph == host, &hp[p], err, errlen);
-	}
+	/* Host ids (ctx_hosts()) decide which codec list each peer gets. */
+	for (int p = 0; p < ctx->size && !rc; p++)
+		if (p != ctx->rank)
+			rc = hello_for(cfg, &base, ctx->host[p] == host, &hp[p], err, errlen);
 	if (!rc)
 		rc = hs_round(ctx, hp, 0, err, errlen);
 	if (rc)

@@ -86,9 +86,13 @@ int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, 
 		  struct gw_ctx_req *r, struct conn_slot **cs);
 
 /* ctx_connect.c */
-/* Host ids through the store, then HELLO and FINISHED with every peer;
+/* Every rank's host id through the store (ctx->host); before the
+ * transport opens when it picks each peer's link (ctx.c). err: why, naming
+ * the peer. */
+int ctx_hosts(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
+	      const char *job, char *err, size_t errlen);
+/* HELLO and FINISHED with every peer (after ctx_hosts() and the transport);
  * fills ctx->conns[p].hs and the MAC contexts. err: why, naming the peer. */
-int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
-		  const char *job, char *err, size_t errlen);
+int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, size_t errlen);
 
 #endif

@@ -27,6 +27,11 @@
  *    ranks stuck in it for 20 s after a truncated receive).
  *  - a requested interface is binding: the chosen domain must carry its
  *    name, or create fails. There is no fall-back to another interface.
+ *  - links: a context opens one set of these objects per provider in use,
+ *    a struct tp_link each: the main provider for peers on other hosts,
+ *    the local one (shm by default, GRADWIRE_PROVIDER_LOCAL) for peers on
+ *    this host; tp_fabric_open() says when which opens. A registration is
+ *    per domain, so gw_tp_mr_reg() registers on every link that wants it.
  * Teardown runs in reverse order of creation (tp_fabric_close()), except
  * for shm endpoints that share a process (below, "shm in one process").
  */
@@ -63,7 +68,7 @@ int tp_errno(int fi_err)
 	}
 }
 
-static struct fi_info *make_hints(const struct gw_tp_cfg *cfg, const char *prov)
+static struct fi_info *make_hints(const char *prov, const char *iface)
 {
 	struct fi_info *h = fi_allocinfo();
 
@@ -75,71 +80,72 @@ static struct fi_info *make_hints(const struct gw_tp_cfg *cfg, const char *prov)
 	h->domain_attr->mr_mode = TP_MR_MODE;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
 	h->fabric_attr->prov_name = strdup(prov);
-	if (cfg->iface)
-		h->domain_attr->name = strdup(cfg->iface);
-	if (!h->fabric_attr->prov_name || (cfg->iface && !h->domain_attr->name)) {
+	if (iface)
+		h->domain_attr->name = strdup(iface);
+	if (!h->fabric_attr->prov_name || (iface && !h->domain_attr->name)) {
 		fi_freeinfo(h);
 		return NULL;
 	}
 	return h;
 }
 
-/* fi_getinfo for one provider string; keeps the first matching entry. */
-static int get_info(struct gw_tp *tp, const char *prov)
+/* fi_getinfo for one provider string on iface (NULL: any); keeps the first
+ * matching entry in *out. */
+static int get_info(struct gw_tp *tp, const char *prov, const char *iface, struct fi_info **out)
 {
 	struct fi_info *hints, *list = NULL, *pick = NULL;
 	int ret;
 
-	hints = make_hints(&tp->cfg, prov);
+	*out = NULL;
+	hints = make_hints(prov, iface);
 	if (!hints)
 		return -ENOMEM;
 	ret = fi_getinfo(TP_FI_VERSION, NULL, NULL, 0, hints, &list);
 	fi_freeinfo(hints);
 	if (ret) {
-		tp_log(tp, GW_LOG_INFO, "provider %s%s%s: %s", prov, tp->cfg.iface ? " on " : "",
-		       tp->cfg.iface ? tp->cfg.iface : "", fi_strerror(-ret));
+		tp_log(tp, GW_LOG_INFO, "provider %s%s%s: %s", prov, iface ? " on " : "",
+		       iface ? iface : "", fi_strerror(-ret));
 		return tp_errno(ret);
 	}
 	/* A layered name ("tcp;ofi_rxm") matches exactly; a requested
 	 * interface must be the domain's name, never something near it. */
 	for (struct fi_info *i = list; i && !pick; i = i->next) {
-		if (tp->cfg.iface &&
-		    (!i->domain_attr->name || strcmp(i->domain_attr->name, tp->cfg.iface)))
+		if (iface && (!i->domain_attr->name || strcmp(i->domain_attr->name, iface)))
 			continue;
 		pick = i;
 	}
 	if (!pick) {
-		tp_log(tp, GW_LOG_ERROR, "provider %s has no domain %s", prov, tp->cfg.iface);
+		tp_log(tp, GW_LOG_ERROR, "provider %s has no domain %s", prov, iface);
 		fi_freeinfo(list);
 		return -ENODATA;
 	}
-	tp->info = fi_dupinfo(pick);
+	*out = fi_dupinfo(pick);
 	fi_freeinfo(list);
-	return tp->info ? 0 : -ENOMEM;
+	return *out ? 0 : -ENOMEM;
 }
 
-static void format_addr(struct gw_tp *tp)
+static void format_addr(struct tp_link *l)
 {
-	size_t len = sizeof(tp->addr_str);
+	size_t len = sizeof(l->addr_str);
 
-	if (tp->info->addr_format == FI_SOCKADDR_IN && tp->namelen >= sizeof(struct sockaddr_in)) {
+	if (l->info->addr_format == FI_SOCKADDR_IN && l->namelen >= sizeof(struct sockaddr_in)) {
 		struct sockaddr_in sin;
 		char ip[INET_ADDRSTRLEN];
 
-		memcpy(&sin, tp->name, sizeof(sin));
+		memcpy(&sin, l->name, sizeof(sin));
 		inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
-		snprintf(tp->addr_str, len, "%s:%u", ip, ntohs(sin.sin_port));
-	} else if (tp->info->addr_format == FI_SOCKADDR_IN6 &&
-		   tp->namelen >= sizeof(struct sockaddr_in6)) {
+		snprintf(l->addr_str, len, "%s:%u", ip, ntohs(sin.sin_port));
+	} else if (l->info->addr_format == FI_SOCKADDR_IN6 &&
+		   l->namelen >= sizeof(struct sockaddr_in6)) {
 		struct sockaddr_in6 sin6;
 		char ip[INET6_ADDRSTRLEN];
 
-		memcpy(&sin6, tp->name, sizeof(sin6));
+		memcpy(&sin6, l->name, sizeof(sin6));
 		inet_ntop(AF_INET6, &sin6.sin6_addr, ip, sizeof(ip));
-		snprintf(tp->addr_str, len, "[%s]:%u", ip, ntohs(sin6.sin6_port));
-	} else if (!fi_av_straddr(tp->av, tp->name, tp->addr_str, &len)) {
-		tp->addr_str[0] = '?';
-		tp->addr_str[1] = '\0';
+		snprintf(l->addr_str, len, "[%s]:%u", ip, ntohs(sin6.sin6_port));
+	} else if (!fi_av_straddr(l->av, l->name, l->addr_str, &len)) {
+		l->addr_str[0] = '?';
+		l->addr_str[1] = '\0';
 	}
 }
 
@@ -193,9 +199,9 @@ static void close_objects(struct fid_ep *ep, struct fid_cq *cq, struct fid_av *a
 		fi_freeinfo(info);
 }
 
-/* tp closes: park its objects (true), or take every parked one (*all) to
- * close after tp's own, when tp was the last. */
-static bool shm_park(struct gw_tp *tp, struct parked **all)
+/* Link l of tp closes: park its objects (true), or take every parked one
+ * (*all) to close after l's own, when l was the last. */
+static bool shm_park(struct gw_tp *tp, struct tp_link *l, struct parked **all)
 {
 	struct parked *p = NULL;
 	bool park;
@@ -206,8 +212,9 @@ static bool shm_park(struct gw_tp *tp, struct parked **all)
 	if (park)
 		p = malloc(sizeof(*p));
 	if (p) {
-		*p = (struct parked){ shm_parked, tp->ep,     tp->cq,  tp->av,
-				      tp->domain, tp->fabric, tp->info };
+		*p =
+			(struct parked){ shm_parked, l->ep,	l->cq,	l->av,
+					 l->domain,  l->fabric, l->info };
 		shm_parked = p;
 	} else if (!park) {
 		*all = shm_parked;
@@ -221,7 +228,7 @@ static bool shm_park(struct gw_tp *tp, struct parked **all)
 	return p != NULL;
 }
 
-static int open_cq(struct gw_tp *tp)
+static int open_cq(struct gw_tp *tp, struct tp_link *l)
 {
 	struct fi_cq_attr attr = {
 		.format = FI_CQ_FORMAT_TAGGED,
@@ -230,153 +237,304 @@ static int open_cq(struct gw_tp *tp)
 	};
 	int ret;
 
-	ret = fi_cq_open(tp->domain, &attr, &tp->cq, NULL);
+	l->wait_fd = -1;
+	ret = fi_cq_open(l->domain, &attr, &l->cq, NULL);
 	if (ret == 0) {
-		tp->blocking = attr.wait_obj != FI_WAIT_NONE;
+		l->blocking = attr.wait_obj != FI_WAIT_NONE;
+		/* Two links wait in poll() on both fds (progress.c). */
+		if (l->blocking && fi_control(&l->cq->fid, FI_GETWAIT, &l->wait_fd))
+			l->wait_fd = -1;
 		return 0;
 	}
-	tp_log(tp, GW_LOG_INFO, "CQ with a wait fd: %s; waits back off", fi_strerror(-ret));
+	tp_log(tp, GW_LOG_INFO, "%s CQ with a wait fd: %s; waits back off",
+	       l->info->fabric_attr->prov_name, fi_strerror(-ret));
 	attr.wait_obj = FI_WAIT_NONE;
-	tp->blocking = false;
-	return tp_errno(fi_cq_open(tp->domain, &attr, &tp->cq, NULL));
+	l->blocking = false;
+	return tp_errno(fi_cq_open(l->domain, &attr, &l->cq, NULL));
 }
 
-int tp_fabric_open(struct gw_tp *tp)
+/* Open link l's objects from l->info (which it then owns, also on failure:
+ * freed and cleared). */
+static int link_open(struct gw_tp *tp, struct tp_link *l)
 {
-	static const char *const defaults[] = { "verbs;ofi_rxm", "net", "tcp;ofi_rxm" };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
-	int ret = -ENODATA;
+	int ret;
 
-	if (tp->cfg.provider) {
-		ret = get_info(tp, tp->cfg.provider);
-	} else {
-		for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && ret; i++)
-			ret = get_info(tp, defaults[i]);
-	}
-	if (ret) {
-		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s",
-		       tp->cfg.provider ? tp->cfg.provider : "verbs;ofi_rxm, net, tcp;ofi_rxm",
-		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret));
-		return ret;
-	}
-	tp->mr_mode = tp->info->domain_attr->mr_mode;
-	tp->auto_progress = tp->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
-	tp->need_mr = (tp->mr_mode & FI_MR_LOCAL) || tp->cfg.force_mr;
+	l->next_key = 1;
+	l->wait_fd = -1;
+	l->mr_mode = l->info->domain_attr->mr_mode;
+	l->auto_progress = l->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+	l->need_mr = (l->mr_mode & FI_MR_LOCAL) || tp->cfg.force_mr;
 
-	ret = tp_errno(fi_fabric(tp->info->fabric_attr, &tp->fabric, NULL));
+	ret = tp_errno(fi_fabric(l->info->fabric_attr, &l->fabric, NULL));
 	if (ret)
 		goto err_info;
-	ret = tp_errno(fi_domain(tp->fabric, tp->info, &tp->domain, NULL));
+	ret = tp_errno(fi_domain(l->fabric, l->info, &l->domain, NULL));
 	if (ret)
 		goto err_fabric;
-	ret = tp_errno(fi_av_open(tp->domain, &av_attr, &tp->av, NULL));
+	ret = tp_errno(fi_av_open(l->domain, &av_attr, &l->av, NULL));
 	if (ret)
 		goto err_domain;
-	ret = open_cq(tp);
+	ret = open_cq(tp, l);
 	if (ret)
 		goto err_av;
-	ret = tp_errno(fi_endpoint(tp->domain, tp->info, &tp->ep, NULL));
+	ret = tp_errno(fi_endpoint(l->domain, l->info, &l->ep, NULL));
 	if (ret)
 		goto err_cq;
-	ret = tp_errno(fi_ep_bind(tp->ep, &tp->av->fid, 0));
+	ret = tp_errno(fi_ep_bind(l->ep, &l->av->fid, 0));
 	if (!ret)
-		ret = tp_errno(fi_ep_bind(tp->ep, &tp->cq->fid, FI_TRANSMIT | FI_RECV));
+		ret = tp_errno(fi_ep_bind(l->ep, &l->cq->fid, FI_TRANSMIT | FI_RECV));
 	if (!ret)
-		ret = tp_errno(fi_enable(tp->ep));
+		ret = tp_errno(fi_enable(l->ep));
 	if (ret)
 		goto err_ep;
-	tp->namelen = sizeof(tp->name);
-	ret = tp_errno(fi_getname(&tp->ep->fid, tp->name, &tp->namelen));
+	l->namelen = sizeof(l->name);
+	ret = tp_errno(fi_getname(&l->ep->fid, l->name, &l->namelen));
 	if (ret)
 		goto err_ep;
-	format_addr(tp);
-	tp->shm = !strcmp(tp->info->fabric_attr->prov_name, "shm");
-	if (tp->shm) {
+	format_addr(l);
+	l->shm = !strcmp(l->info->fabric_attr->prov_name, "shm");
+	if (l->shm) {
 		pthread_mutex_lock(&shm_mu);
 		shm_open_eps++;
 		pthread_mutex_unlock(&shm_mu);
 	}
 	tp_log(tp, GW_LOG_INFO,
-	       "provider %s fabric %s domain %s address %s mr_mode 0x%llx%s "
+	       "%sprovider %s fabric %s domain %s address %s mr_mode 0x%llx%s "
 	       "waits %s",
-	       tp->info->fabric_attr->prov_name, tp->info->fabric_attr->name,
-	       tp->info->domain_attr->name, tp->addr_str, (unsigned long long)tp->mr_mode,
-	       tp->need_mr ? " (registering buffers)" : "",
-	       tp->blocking ? "sleep in fi_cq_sread" : "back off");
+	       l->local ? "peers on this host: " : "", l->info->fabric_attr->prov_name,
+	       l->info->fabric_attr->name, l->info->domain_attr->name, l->addr_str,
+	       (unsigned long long)l->mr_mode, l->need_mr ? " (registering buffers)" : "",
+	       l->blocking ? "sleep on the CQ" : "back off");
 	return 0;
 
 err_ep:
-	fi_close(&tp->ep->fid);
-	tp->ep = NULL;
+	fi_close(&l->ep->fid);
+	l->ep = NULL;
 err_cq:
-	fi_close(&tp->cq->fid);
-	tp->cq = NULL;
+	fi_close(&l->cq->fid);
+	l->cq = NULL;
 err_av:
-	fi_close(&tp->av->fid);
-	tp->av = NULL;
+	fi_close(&l->av->fid);
+	l->av = NULL;
 err_domain:
-	fi_close(&tp->domain->fid);
-	tp->domain = NULL;
+	fi_close(&l->domain->fid);
+	l->domain = NULL;
 err_fabric:
-	fi_close(&tp->fabric->fid);
-	tp->fabric = NULL;
+	fi_close(&l->fabric->fid);
+	l->fabric = NULL;
 err_info:
-	tp_log(tp, GW_LOG_ERROR, "opening %s failed: %s", tp->info->fabric_attr->prov_name,
+	tp_log(tp, GW_LOG_ERROR, "opening %s failed: %s", l->info->fabric_attr->prov_name,
 	       gw_strerror(ret));
-	fi_freeinfo(tp->info);
-	tp->info = NULL;
+	fi_freeinfo(l->info);
+	l->info = NULL;
+	return ret;
+}
+
+/* The main provider: cfg.provider, or the first of the defaults. */
+static int resolve_main(struct gw_tp *tp, struct fi_info **out)
+{
+	static const char *const defaults[] = { "verbs;ofi_rxm", "net", "tcp;ofi_rxm" };
+	int ret = -ENODATA;
+
+	if (tp->cfg.provider) {
+		ret = get_info(tp, tp->cfg.provider, tp->cfg.iface, out);
+	} else {
+		for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && ret; i++)
+			ret = get_info(tp, defaults[i], tp->cfg.iface, out);
+	}
+	if (ret)
+		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s",
+		       tp->cfg.provider ? tp->cfg.provider : "verbs;ofi_rxm, net, tcp;ofi_rxm",
+		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret));
+	return ret;
+}
+
+/*
+ * The local provider: cfg.provider_local (unavailable: an error), or with
+ * cfg.local_auto shm where libfabric offers it. *out stays NULL when the
+ * main provider serves this host's peers too. The interface binds it
+ * unless it is shm.
+ */
+static int resolve_local(struct gw_tp *tp, struct fi_info **out)
+{
+	const char *prov = tp->cfg.provider_local ? tp->cfg.provider_local : "shm";
+	int ret;
+
+	*out = NULL;
+	if (!tp->cfg.provider_local && !tp->cfg.local_auto)
+		return 0;
+	ret = get_info(tp, prov, strcmp(prov, "shm") ? tp->cfg.iface : NULL, out);
+	if (ret && tp->cfg.provider_local) {
+		tp_log(tp, GW_LOG_ERROR,
+		       "the provider for peers on this host (GRADWIRE_PROVIDER_LOCAL=%s) is not "
+		       "available: %s",
+		       prov, gw_strerror(ret));
+		return ret == -ENOMEM ? ret : -ENOENT;
+	}
+	if (ret)
+		tp_log(tp, GW_LOG_INFO,
+		       "no shm here (%s): peers on this host use the main provider",
+		       gw_strerror(ret));
+	return ret == -ENOMEM ? ret : 0;
+}
+
+static bool same_provider(const struct fi_info *a, const struct fi_info *b)
+{
+	return !strcmp(a->fabric_attr->prov_name, b->fabric_attr->prov_name);
+}
+
+/*
+ * Which links open. Peers on this host (same host id in cfg.hosts) use the
+ * local provider, the others the main one; both the same: one link (the
+ * main one) for all, as without a local provider. No peer on another host:
+ * the main link is not opened, nor is a local one without another rank on
+ * this host (a rank alone on its host sends to itself over the main link).
+ * Every rank of a host takes the same decision (host ids are the same list
+ * everywhere), and a pair of peers always uses links of the same kind.
+ */
+int tp_fabric_open(struct gw_tp *tp)
+{
+	const uint64_t *h = tp->cfg.hosts;
+	struct fi_info *main_info = NULL, *local_info = NULL;
+	bool remote = false, local = false;
+	int ret;
+
+	for (int r = 0; h && r < tp->size; r++) {
+		if (r == tp->rank)
+			continue;
+		if (h[r] == h[tp->rank])
+			local = true;
+		else
+			remote = true;
+	}
+	/* A named local provider must exist even where no peer needs it: a
+	 * wrong name fails on one host as it would on many. */
+	if (local || tp->cfg.provider_local) {
+		ret = resolve_local(tp, &local_info);
+		if (ret)
+			return ret;
+	}
+	if (!local) {
+		fi_freeinfo(local_info);
+		local_info = NULL;
+	}
+	if (remote || !local_info) {
+		ret = resolve_main(tp, &main_info);
+		if (ret)
+			goto err_free;
+	}
+	if (main_info && local_info && same_provider(main_info, local_info)) {
+		fi_freeinfo(local_info);
+		local_info = NULL;
+	}
+	tp->nlinks = 0;
+	if (main_info)
+		tp->link[tp->nlinks++].info = main_info;
+	if (local_info) {
+		tp->link[tp->nlinks].local = true;
+		tp->link[tp->nlinks++].info = local_info;
+	}
+	main_info = local_info = NULL;
+	for (int i = 0; i < tp->nlinks; i++) {
+		ret = link_open(tp, &tp->link[i]);
+		if (ret) {
+			for (int k = i + 1; k < tp->nlinks; k++) {
+				fi_freeinfo(tp->link[k].info);
+				tp->link[k].info = NULL;
+			}
+			tp->nlinks = i;
+			tp_fabric_close(tp);
+			return ret;
+		}
+	}
+	/* Peers: the local link for this host's (this rank too), when open. */
+	for (int r = 0; r < tp->size; r++)
+		tp->peer_link[r] = (uint8_t)(tp->nlinks == 2 && h[r] == h[tp->rank] ? 1 : 0);
+	tp->blocking = tp->auto_progress = true;
+	tp->tx_iov_limit = tp->rx_iov_limit = SIZE_MAX;
+	for (int i = 0; i < tp->nlinks; i++) {
+		struct tp_link *l = &tp->link[i];
+
+		tp->blocking &= l->blocking && (tp->nlinks == 1 || l->wait_fd >= 0);
+		tp->auto_progress &= l->auto_progress;
+		tp->any_auto |= l->auto_progress;
+		tp->need_mr |= l->need_mr;
+		if (l->info->tx_attr->iov_limit < tp->tx_iov_limit)
+			tp->tx_iov_limit = l->info->tx_attr->iov_limit;
+		if (l->info->rx_attr->iov_limit < tp->rx_iov_limit)
+			tp->rx_iov_limit = l->info->rx_attr->iov_limit;
+	}
+	if (tp->nlinks == 2)
+		snprintf(tp->prov_desc, sizeof(tp->prov_desc), "%s+%s",
+			 tp->link[0].info->fabric_attr->prov_name,
+			 tp->link[1].info->fabric_attr->prov_name);
+	return 0;
+
+err_free:
+	fi_freeinfo(local_info);
 	return ret;
 }
 
 void tp_fabric_close_ep(struct gw_tp *tp)
 {
-	if (tp->shm) /* never progressed again; tp_fabric_close() decides */
-		tp->shm_ep = tp->ep;
-	else if (tp->ep)
-		fi_close(&tp->ep->fid);
-	tp->ep = NULL;
+	for (int i = 0; i < tp->nlinks; i++) {
+		struct tp_link *l = &tp->link[i];
+
+		if (l->shm) /* never progressed again; tp_fabric_close() decides */
+			l->shm_ep = l->ep;
+		else if (l->ep)
+			fi_close(&l->ep->fid);
+		l->ep = NULL;
+	}
 }
 
 void tp_fabric_close(struct gw_tp *tp)
 {
-	struct parked *all = NULL;
+	for (int i = 0; i < tp->nlinks; i++) {
+		struct tp_link *l = &tp->link[i];
+		struct parked *all = NULL;
 
-	if (tp->shm_ep)
-		tp->ep = tp->shm_ep;
-	tp->shm_ep = NULL;
-	if (!tp->shm || !shm_park(tp, &all))
-		close_objects(tp->ep, tp->cq, tp->av, tp->domain, tp->fabric, tp->info);
-	while (all) { /* the last shm context of the process: the parked ones */
-		struct parked *p = all;
+		if (l->shm_ep)
+			l->ep = l->shm_ep;
+		l->shm_ep = NULL;
+		if (!l->shm || !shm_park(tp, l, &all))
+			close_objects(l->ep, l->cq, l->av, l->domain, l->fabric, l->info);
+		while (all) { /* the last shm context of the process: the parked ones */
+			struct parked *p = all;
 
-		all = p->next;
-		close_objects(p->ep, p->cq, p->av, p->domain, p->fabric, p->info);
-		free(p);
+			all = p->next;
+			close_objects(p->ep, p->cq, p->av, p->domain, p->fabric, p->info);
+			free(p);
+		}
+		l->shm = false;
+		l->ep = NULL;
+		l->cq = NULL;
+		l->av = NULL;
+		l->domain = NULL;
+		l->fabric = NULL;
+		l->info = NULL;
 	}
-	tp->shm = false;
-	tp->ep = NULL;
-	tp->cq = NULL;
-	tp->av = NULL;
-	tp->domain = NULL;
-	tp->fabric = NULL;
-	tp->info = NULL;
+	tp->nlinks = 0;
 }
 
 /* ---- memory registration ------------------------------------------------- */
 
-static int reg(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **out)
+static int reg(struct gw_tp *tp, struct tp_link *l, const void *buf, size_t len, uint64_t access,
+	       struct fid_mr **out)
 {
 	struct fid_mr *mr;
-	uint64_t key = (tp->mr_mode & FI_MR_PROV_KEY) ? 0 : tp->next_key++;
+	uint64_t key = (l->mr_mode & FI_MR_PROV_KEY) ? 0 : l->next_key++;
 	int ret;
 
-	ret = fi_mr_reg(tp->domain, buf, len, access, 0, key, 0, &mr, NULL);
+	ret = fi_mr_reg(l->domain, buf, len, access, 0, key, 0, &mr, NULL);
 	if (ret) {
-		tp_log(tp, GW_LOG_ERROR, "fi_mr_reg(%p, %zu): %s", buf, len, fi_strerror(-ret));
+		tp_log(tp, GW_LOG_ERROR, "fi_mr_reg(%p, %zu) on %s: %s", buf, len,
+		       l->info->fabric_attr->prov_name, fi_strerror(-ret));
 		return tp_errno(ret);
 	}
-	if (tp->mr_mode & FI_MR_ENDPOINT) {
-		ret = fi_mr_bind(mr, &tp->ep->fid, 0);
+	if (l->mr_mode & FI_MR_ENDPOINT) {
+		ret = fi_mr_bind(mr, &l->ep->fid, 0);
 		if (!ret)
 			ret = fi_mr_enable(mr);
 		if (ret) {
@@ -397,31 +555,38 @@ void tp_mr_close(struct fid_mr *mr)
 }
 
 /*
- * The descriptor for buf[0..len): NULL when the provider needs none, a
- * caller registration covering it, or a fresh one (*own, closed by the
- * caller of this function once the op completes).
+ * The descriptor for buf[0..len) on link: NULL when its provider needs
+ * none, a caller registration covering it, or a fresh one (*own, closed by
+ * the caller of this function once the op completes).
  */
-int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **own,
-	      void **desc)
+int tp_mr_for(struct gw_tp *tp, unsigned link, const void *buf, size_t len, uint64_t access,
+	      struct fid_mr **own, void **desc)
 {
+	struct tp_link *l = &tp->link[link];
 	uintptr_t b = (uintptr_t)buf;
 	int ret;
 
 	*own = NULL;
 	*desc = NULL;
-	if (!tp->need_mr || !len)
+	if (!l->need_mr || !len)
 		return 0;
 	for (struct gw_tp_mr *m = tp->mrs; m; m = m->next) {
-		if (b >= m->base && len <= m->len && b - m->base <= m->len - len) {
-			*desc = fi_mr_desc(m->mr);
+		if (b >= m->base && len <= m->len && b - m->base <= m->len - len && m->mr[link]) {
+			*desc = fi_mr_desc(m->mr[link]);
 			return 0;
 		}
 	}
-	ret = reg(tp, buf, len, access, own);
+	ret = reg(tp, l, buf, len, access, own);
 	if (ret)
 		return ret;
 	*desc = fi_mr_desc(*own);
 	return 0;
+}
+
+static void mr_close_all(struct gw_tp_mr *m)
+{
+	for (int i = 0; i < TP_LINKS; i++)
+		tp_mr_close(m->mr[i]);
 }
 
 int gw_tp_mr_reg(struct gw_tp *tp, void *buf, size_t len, struct gw_tp_mr **out)
@@ -437,10 +602,15 @@ int gw_tp_mr_reg(struct gw_tp *tp, void *buf, size_t len, struct gw_tp_mr **out)
 	m->base = (uintptr_t)buf;
 	m->len = len;
 	if (tp->need_mr) {
-		ret = reg(tp, buf, len, FI_SEND | FI_RECV, &m->mr);
-		if (ret) {
-			free(m);
-			return ret;
+		for (int i = 0; i < tp->nlinks; i++) {
+			if (!tp->link[i].need_mr)
+				continue;
+			ret = reg(tp, &tp->link[i], buf, len, FI_SEND | FI_RECV, &m->mr[i]);
+			if (ret) {
+				mr_close_all(m);
+				free(m);
+				return ret;
+			}
 		}
 		m->next = tp->mrs;
 		tp->mrs = m;
@@ -459,7 +629,7 @@ void gw_tp_mr_dereg(struct gw_tp *tp, struct gw_tp_mr *mr)
 			break;
 		}
 	}
-	tp_mr_close(mr->mr);
+	mr_close_all(mr);
 	free(mr);
 }
 

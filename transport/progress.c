@@ -17,6 +17,13 @@
  *    own only once an EQ whose wait object is no fd is opened; we open no
  *    EQ, so its data moves only inside our CQ calls and posts.) Polling
  *    cost, with busy neighbours, a scheduler slice per sched_yield();
+ *  - two links (two providers, transport.h): every progress call reads both
+ *    CQs, and a waiter never sleeps in one CQ while the other may need
+ *    progress: it arms both wait objects (fi_trywait() on each), then
+ *    sleeps in poll() on both wait fds (FI_GETWAIT) for at most the bounded
+ *    sleep one link would take (TP_SLEEP_MS unless both progress
+ *    themselves). Without a wait fd on both, waiters back off. One link
+ *    takes exactly the path it took before links existed;
  *  - completions are read in batches of TP_BATCH;
  *  - an error entry becomes a negative errno on its op, with a log line that
  *    names the peer and the provider's text; it is never dropped;
@@ -26,6 +33,7 @@
  *    cfg.timeout_ms, waits stop at theirs, then cancel and drain.
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +138,7 @@ static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
 	op->state = OP_DONE;
 }
 
-static int read_err(struct gw_tp *tp)
+static int read_err(struct gw_tp *tp, struct tp_link *l)
 {
 	struct fi_cq_err_entry e;
 	struct tp_op *op;
@@ -139,14 +147,14 @@ static int read_err(struct gw_tp *tp)
 	ssize_t ret;
 
 	memset(&e, 0, sizeof(e));
-	ret = fi_cq_readerr(tp->cq, &e, 0);
+	ret = fi_cq_readerr(l->cq, &e, 0);
 	if (ret == -FI_EAGAIN)
 		return 0;
 	if (ret < 0) {
 		tp_log(tp, GW_LOG_ERROR, "fi_cq_readerr: %s", fi_strerror((int)-ret));
 		return tp_errno((int)ret);
 	}
-	txt = fi_cq_strerror(tp->cq, e.prov_errno, e.err_data, buf, sizeof(buf));
+	txt = fi_cq_strerror(l->cq, e.prov_errno, e.err_data, buf, sizeof(buf));
 	op = e.op_context;
 	if (!op) {
 		tp_log(tp, GW_LOG_ERROR, "CQ error of no request: %s (%s)", fi_strerror(e.err),
@@ -173,23 +181,25 @@ static int read_err(struct gw_tp *tp)
 }
 
 /*
- * One batch of completions, sleeping up to timeout_ms for the first when
- * the CQ can block. Return: completions handled (0: none), or -errno.
+ * One batch of completions of link l, sleeping up to timeout_ms for the
+ * first when its CQ can block. Return: completions handled (0: none), or
+ * -errno.
  */
-static int progress_once(struct gw_tp *tp, int timeout_ms)
+static int link_read(struct gw_tp *tp, struct tp_link *l, int timeout_ms)
 {
 	struct fi_cq_tagged_entry ent[TP_BATCH];
 	ssize_t n;
 
-	if (tp->blocking && timeout_ms > 0) {
-		n = fi_cq_sread(tp->cq, ent, TP_BATCH, NULL, timeout_ms);
+	if (l->blocking && timeout_ms > 0) {
+		n = fi_cq_sread(l->cq, ent, TP_BATCH, NULL, timeout_ms);
 		if (n == -FI_ENOSYS) {
 			tp_log(tp, GW_LOG_INFO, "fi_cq_sread unsupported; waits back off instead");
+			l->blocking = false;
 			tp->blocking = false;
-			n = fi_cq_read(tp->cq, ent, TP_BATCH);
+			n = fi_cq_read(l->cq, ent, TP_BATCH);
 		}
 	} else {
-		n = fi_cq_read(tp->cq, ent, TP_BATCH);
+		n = fi_cq_read(l->cq, ent, TP_BATCH);
 	}
 	/* EINTR: a signal reached this thread in fi_cq_sread()'s poll (a
 	 * handler of the host's, a debugger attaching); nothing completed
@@ -197,9 +207,10 @@ static int progress_once(struct gw_tp *tp, int timeout_ms)
 	if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT || n == -FI_EINTR)
 		return 0;
 	if (n == -FI_EAVAIL)
-		return read_err(tp);
+		return read_err(tp, l);
 	if (n < 0) {
-		tp_log(tp, GW_LOG_ERROR, "reading the CQ: %s", fi_strerror((int)-n));
+		tp_log(tp, GW_LOG_ERROR, "reading the %s CQ: %s", l->info->fabric_attr->prov_name,
+		       fi_strerror((int)-n));
 		return tp_errno((int)n);
 	}
 	for (ssize_t i = 0; i < n; i++) {
@@ -208,6 +219,70 @@ static int progress_once(struct gw_tp *tp, int timeout_ms)
 		complete(tp, op, op->dir == OP_RECV ? (ssize_t)ent[i].len : (ssize_t)op->len);
 	}
 	return (int)n;
+}
+
+/* One batch from every link, without sleeping. */
+static int links_read(struct gw_tp *tp)
+{
+	int total = 0;
+
+	for (int i = 0; i < tp->nlinks; i++) {
+		int n = link_read(tp, &tp->link[i], 0);
+
+		if (n < 0)
+			return n;
+		total += n;
+	}
+	return total;
+}
+
+/*
+ * Two links: sleep up to timeout_ms until either CQ's wait fd is ready,
+ * then read both. fi_trywait() on each first: it fails (-FI_EAGAIN) when a
+ * CQ holds entries or its provider has work that a read would do, and then
+ * we read instead of sleeping.
+ */
+static int links_wait(struct gw_tp *tp, int timeout_ms)
+{
+	struct pollfd pfd[TP_LINKS];
+	int n = links_read(tp);
+
+	if (n || timeout_ms <= 0)
+		return n;
+	for (int i = 0; i < tp->nlinks; i++) {
+		struct tp_link *l = &tp->link[i];
+		struct fid *f = &l->cq->fid;
+
+		int ret = fi_trywait(l->fabric, &f, 1);
+
+		if (ret == -FI_EAGAIN)
+			return links_read(tp);
+		if (ret != FI_SUCCESS) { /* cannot arm it: back off from now on */
+			tp_log(tp, GW_LOG_INFO, "fi_trywait on the %s CQ: %s; waits back off",
+			       l->info->fabric_attr->prov_name, fi_strerror(-ret));
+			tp->blocking = false;
+			return 0;
+		}
+		pfd[i] = (struct pollfd){ .fd = l->wait_fd, .events = POLLIN };
+	}
+	/* EINTR, as in link_read(): the caller's deadline decides. */
+	if (poll(pfd, (nfds_t)tp->nlinks, timeout_ms) < 0)
+		return 0;
+	return links_read(tp);
+}
+
+/*
+ * One batch of completions (of every link), sleeping up to timeout_ms for
+ * the first when the CQs can block. Return: completions handled (0: none),
+ * or -errno.
+ */
+static int progress_once(struct gw_tp *tp, int timeout_ms)
+{
+	if (tp->nlinks == 1)
+		return link_read(tp, &tp->link[0], timeout_ms);
+	if (tp->blocking && timeout_ms > 0)
+		return links_wait(tp, timeout_ms);
+	return links_read(tp);
 }
 
 static int64_t now_us(void)
@@ -312,6 +387,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		uint32_t seq, void *buf, size_t len, const struct iovec *iov, size_t iovcnt,
 		struct gw_tp_req *req)
 {
+	struct tp_link *l;
 	struct tp_op *op;
 	void *desc;
 	int64_t deadline;
@@ -324,7 +400,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	req->op = NULL;
 	req->result = -EINVAL;
 	if (!tp || peer < 0 || peer >= tp->size || slot > GW_TP_SLOT_MAX || kind == 0 ||
-	    kind > 15 || (!buf && len))
+	    kind > 15 || (!buf && len) || tp->closed)
 		return -EINVAL;
 	op = op_get(tp);
 	if (!op)
@@ -334,21 +410,25 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	op->tag = gw_tp_tag(kind, slot, seq);
 	op->len = len;
 	desc = NULL;
-	ret = iov ? 0 : tp_mr_for(tp, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV, &op->mr, &desc);
+	op->link = tp->peer_link[peer];
+	l = &tp->link[op->link];
+	ret = iov ? 0
+		  : tp_mr_for(tp, op->link, buf, len, dir == OP_SEND ? FI_SEND : FI_RECV, &op->mr,
+			      &desc);
 	if (ret)
 		goto err_put;
 	op->state = OP_POSTED;
 	deadline = tp->leave_by ? tp->leave_by : gw_now_ms() + tp->cfg.timeout_ms;
 	for (;;) {
 		if (iov && dir == OP_SEND)
-			r = fi_tsendv(tp->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);
+			r = fi_tsendv(l->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);
 		else if (iov)
-			r = fi_trecvv(tp->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, 0,
+			r = fi_trecvv(l->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, 0,
 				      &op->ctx);
 		else if (dir == OP_SEND)
-			r = fi_tsend(tp->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
+			r = fi_tsend(l->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
-			r = fi_trecv(tp->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
+			r = fi_trecv(l->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
 		if (r != -FI_EAGAIN || tp->post_once)
 			break;
 		if (gw_now_ms() >= deadline) {
@@ -397,12 +477,12 @@ int gw_tp_isend(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const v
 
 bool gw_tp_can_sendv(const struct gw_tp *tp, size_t iovcnt)
 {
-	return tp && !tp->need_mr && iovcnt <= tp->info->tx_attr->iov_limit;
+	return tp && !tp->need_mr && iovcnt <= tp->tx_iov_limit;
 }
 
 bool gw_tp_can_recvv(const struct gw_tp *tp, size_t iovcnt)
 {
-	return tp && !tp->need_mr && iovcnt <= tp->info->rx_attr->iov_limit;
+	return tp && !tp->need_mr && iovcnt <= tp->rx_iov_limit;
 }
 
 /* A send gathered from, or a receive scattered into, iov[0..iovcnt). */
@@ -455,7 +535,7 @@ static void cancel_op(struct gw_tp *tp, struct tp_op *op, int why)
 	int ret;
 
 	op->cancelling = true;
-	ret = fi_cancel(&tp->ep->fid, &op->ctx);
+	ret = fi_cancel(&tp->link[op->link].ep->fid, &op->ctx);
 	while (op->state == OP_POSTED) {
 		int64_t left = deadline - gw_now_ms();
 

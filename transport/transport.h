@@ -101,11 +101,22 @@ void gw_store_destroy(struct gw_store *st);
 /**
  * struct gw_tp_cfg - transport settings, filled by the caller (the plugin
  * layer reads GRADWIRE_* variables; the transport reads no environment).
- * @provider: libfabric provider, e.g. "tcp;ofi_rxm" or "shm"; NULL tries
- *            "verbs;ofi_rxm", then "tcp;ofi_rxm".
+ * @provider: libfabric provider for peers on other hosts (and for every
+ *            peer when no local provider applies), e.g. "tcp;ofi_rxm" or
+ *            "shm"; NULL tries "verbs;ofi_rxm", then "net", then
+ *            "tcp;ofi_rxm".
+ * @provider_local: provider for peers on this host (same host id in
+ *            @hosts), e.g. "shm". Named and unavailable: create fails
+ *            (-ENODATA), never a fall-back. NULL: see @local_auto.
+ * @local_auto: with provider_local NULL: true takes "shm" for peers on this
+ *            host where libfabric offers it, else @provider; false (the
+ *            zeroed default) uses @provider for every peer, one endpoint.
+ * @hosts: every rank's host id (size entries), or NULL: every peer is
+ *            treated as remote (one endpoint). Read only in gw_tp_create().
  * @iface: domain name ("lo", "mlx5_0"); NULL takes the provider's first.
  *         When set, a provider without that domain is an error, never a
- *         fall-back to another interface.
+ *         fall-back to another interface. It binds the local provider too,
+ *         unless that is shm (whose one domain is "shm").
  * @job: prefix of the store keys (separates jobs sharing a store); NULL: "gw".
  * @timeout_ms: deadline of the address exchange and of blocking calls (> 0).
  * @force_mr: register every buffer even when the provider does not need it.
@@ -116,6 +127,9 @@ void gw_store_destroy(struct gw_store *st);
  */
 struct gw_tp_cfg {
 	const char *provider;
+	const char *provider_local;
+	bool local_auto;
+	const uint64_t *hosts;
 	const char *iface;
 	const char *job;
 	int timeout_ms;
@@ -128,10 +142,15 @@ struct gw_tp;
 
 /**
  * gw_tp_create() - open the fabric and connect rank to its size - 1 peers.
- * Publishes this endpoint's address under "<job>/tp/addr/<rank>", fetches
- * every peer's (each within cfg->timeout_ms) and inserts them in the AV.
- * Return: 0, -EINVAL, -ENODATA (no such provider/interface), -ETIMEDOUT (a
- * peer never published), -ENOMEM, or another -errno from libfabric.
+ * Opens one endpoint ("link") per provider in use: the main one for peers
+ * on other hosts, the local one for peers on this host (when it is another
+ * provider; tp.c says which links open). Publishes each endpoint's address
+ * under "<job>/tp/addr/<rank>" (main) or "<job>/tp/addr-local/<rank>"
+ * (local), fetches every peer's from the key of the link that peer uses
+ * (each within cfg->timeout_ms) and inserts it in that link's AV only.
+ * Return: 0, -EINVAL, -ENODATA (no such provider/interface), -ENOENT (the
+ * named cfg->provider_local is not available), -ETIMEDOUT (a peer never
+ * published), -ENOMEM, or another -errno from libfabric.
  */
 int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
 		 struct gw_tp **out);
@@ -154,11 +173,18 @@ void gw_tp_quiesce(struct gw_tp *tp);
 
 int gw_tp_rank(const struct gw_tp *tp);
 int gw_tp_size(const struct gw_tp *tp);
-/** gw_tp_provider() - name of the provider in use ("tcp;ofi_rxm"). */
+/** gw_tp_provider() - name of the provider in use ("tcp;ofi_rxm"), or of
+ * both, main first, when two links are open ("net+shm"). */
 const char *gw_tp_provider(const struct gw_tp *tp);
-/** gw_tp_mr_mode() - the FI_MR_* bits the provider asked for. */
+/** gw_tp_peer_provider() - the provider of the link that carries peer. */
+const char *gw_tp_peer_provider(const struct gw_tp *tp, int peer);
+/** gw_tp_links() - how many endpoints (links) are open: 1 or 2. */
+int gw_tp_links(const struct gw_tp *tp);
+/** gw_tp_mr_mode() - the FI_MR_* bits the providers asked for (of every
+ * link, or'ed). */
 uint64_t gw_tp_mr_mode(const struct gw_tp *tp);
-/** gw_tp_blocking() - true when waits sleep in fi_cq_sread (else back off). */
+/** gw_tp_blocking() - true when waits sleep on the CQs' wait objects (every
+ * link's), else they back off. */
 bool gw_tp_blocking(const struct gw_tp *tp);
 /**
  * gw_tp_post_once() - while on, a post the provider refuses for now
@@ -166,7 +192,8 @@ bool gw_tp_blocking(const struct gw_tp *tp);
  * cfg->timeout_ms: for messages the caller can send later.
  */
 void gw_tp_post_once(struct gw_tp *tp, bool on);
-/** gw_tp_addr_str() - this endpoint's address as text (for logs and tests). */
+/** gw_tp_addr_str() - the first link's address as text (for logs and
+ * tests): the main link's when it is open. */
 const char *gw_tp_addr_str(const struct gw_tp *tp);
 
 /* ---- memory registration ------------------------------------------------- */
@@ -175,8 +202,10 @@ struct gw_tp_mr;
 
 /**
  * gw_tp_mr_reg() - register a long-lived buffer. Sends and receives that lie
- * inside it use its descriptor instead of registering per request. Only
- * needed for speed (and only when the provider wants registration); the
+ * inside it use its descriptor instead of registering per request, on
+ * whichever link they travel (one registration per link that wants them:
+ * a descriptor belongs to its link's domain). Only needed for speed (and
+ * only when a provider wants registration); the
  * caller keeps the buffer alive until gw_tp_mr_dereg().
  * Return: 0, -EINVAL, -ENOMEM, or a -errno from fi_mr_reg.
  */
@@ -335,6 +364,7 @@ struct tp_op {
 	enum tp_op_state state;
 	enum tp_op_dir dir;
 	bool cancelling; /* we called fi_cancel on it */
+	uint8_t link;	 /* index in gw_tp.link[] it was posted on */
 	int peer;
 	uint64_t tag;
 	size_t len;	   /* send length or receive cap */
@@ -342,11 +372,13 @@ struct tp_op {
 	ssize_t result;
 };
 
+#define TP_LINKS 2
+
 struct gw_tp_mr {
 	struct gw_tp_mr *next;
 	uintptr_t base;
 	size_t len;
-	struct fid_mr *mr;
+	struct fid_mr *mr[TP_LINKS]; /* one per link that wants registration */
 };
 
 struct tp_slab {
@@ -356,31 +388,53 @@ struct tp_slab {
 
 #define TP_NAME_MAX 256
 
-struct gw_tp {
-	struct gw_tp_cfg cfg;
-	int rank, size;
-
+/*
+ * One endpoint and what belongs to it: the fabric objects of one provider.
+ * A context has one link, or two when peers on this host use another
+ * provider than peers on other hosts (tp.c).
+ */
+struct tp_link {
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
+	bool local;	       /* serves only peers on this host ("addr-local") */
 	bool blocking;	       /* fi_cq_sread works */
 	bool auto_progress;    /* the provider moves data without our calls */
 	bool shm;	       /* counted among this process's shm endpoints (fabric.c) */
-	bool post_once;	       /* gw_tp_post_once() */
 	struct fid_ep *shm_ep; /* shm: quiesced, closed later (fabric.c) */
-	bool hot;	       /* traffic lately: poll before sleeping */
 	bool need_mr;	       /* FI_MR_LOCAL or force_mr */
+	int wait_fd;	       /* the CQ's wait fd (FI_GETWAIT), or -1 */
 	uint64_t mr_mode;
-	uint64_t next_key; /* requested keys when !FI_MR_PROV_KEY */
-	uint64_t mr_count;
-
-	fi_addr_t *peer;	/* size entries */
+	uint64_t next_key;	/* requested keys when !FI_MR_PROV_KEY */
 	char name[TP_NAME_MAX]; /* our fi_getname() address */
 	size_t namelen;
 	char addr_str[TP_NAME_MAX];
+};
+
+struct gw_tp {
+	struct gw_tp_cfg cfg; /* cfg.hosts is NULL after create */
+	int rank, size;
+
+	struct tp_link link[TP_LINKS];
+	int nlinks;
+	/* Of every link: waits sleep (each CQ has a wait object), progress is
+	 * automatic; any link: linger at the end (tp.c), registration. */
+	bool blocking;
+	bool auto_progress;
+	bool any_auto;
+	bool need_mr;
+	bool post_once; /* gw_tp_post_once() */
+	bool hot;	/* traffic lately (on any link): poll before sleeping */
+	bool closed;	/* endpoints closed (gw_tp_quiesce()) */
+	uint64_t mr_count;
+	size_t tx_iov_limit, rx_iov_limit; /* the smallest of the links' */
+	char prov_desc[64];		   /* gw_tp_provider() with two links */
+
+	fi_addr_t *peer;    /* size entries, in their link's AV */
+	uint8_t *peer_link; /* size entries: index in link[] */
 
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
@@ -394,11 +448,12 @@ struct gw_tp {
 void gw_backoff(unsigned *step);
 
 /* fabric.c */
+/* Open the links (which: tp.c) and map every peer to one (peer_link[]). */
 int tp_fabric_open(struct gw_tp *tp);
 void tp_fabric_close_ep(struct gw_tp *tp);
 void tp_fabric_close(struct gw_tp *tp);
-int tp_mr_for(struct gw_tp *tp, const void *buf, size_t len, uint64_t access, struct fid_mr **own,
-	      void **desc);
+int tp_mr_for(struct gw_tp *tp, unsigned link, const void *buf, size_t len, uint64_t access,
+	      struct fid_mr **own, void **desc);
 void tp_mr_close(struct fid_mr *mr);
 int tp_errno(int fi_err);
 

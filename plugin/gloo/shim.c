@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include "config.h"
 #include "init.h"
 #include "shim.h"
@@ -47,17 +48,34 @@ int gwg_create(int rank, int size, const struct gradwire_store *st, struct gwg_c
 {
 	struct gw_store store;
 	struct gw_config cfg;
+	struct gw_ctx_cfg cc;
 	struct gw_ctx *ctx;
 	int rc;
 
 	rc = load(&cfg, err, errlen);
 	if (rc)
 		return rc;
+	/* One endpoint for every peer: Gloo's rendezvous swaps one address
+	 * per rank, and a peer's host id arrives with it (rendezvous.cc), too
+	 * late to choose a provider per peer. */
+	if (cfg.provider_local && (!cfg.provider || strcmp(cfg.provider_local, cfg.provider))) {
+		snprintf(err, errlen,
+			 "GRADWIRE_PROVIDER_LOCAL=%s: the Gloo device uses one provider for every "
+			 "peer (GRADWIRE_PROVIDER); unset it or set it to the same",
+			 cfg.provider_local);
+		return -EINVAL;
+	}
 	cfg.job = "gloo"; /* the keys of shim.h; the store is ours alone */
 	gw_store_host(&store, st);
-	rc = gw_ctx_create_config(&cfg, rank, size, &store, &ctx, err, errlen);
+	gw_config_log(&cfg, rank);
+	gw_config_ctx(&cfg, &cc);
+	cc.tp.provider_local = NULL;
+	cc.tp.local_auto = false;
+	rc = gw_ctx_create(&cc, rank, size, &store, &ctx, err, errlen);
 	if (rc)
 		return rc;
+	if (cfg.stats)
+		gw_ctx_stats_at_exit(ctx, stderr);
 	*out = (struct gwg_ctx *)ctx;
 	return 0;
 }

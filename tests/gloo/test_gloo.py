@@ -273,6 +273,8 @@ def main():
     lib = device_lib(sys.argv[1])
     sizes = [int(x) for x in sys.argv[2:]] or [2, 3]
     os.environ.setdefault("GRADWIRE_PROVIDER", "tcp;ofi_rxm")
+    # The ranks share this host: the same provider between them, not shm.
+    os.environ.setdefault("GRADWIRE_PROVIDER_LOCAL", os.environ["GRADWIRE_PROVIDER"])
     fails = 0
     with tempfile.TemporaryDirectory() as d:
         msg = case(refuse_compress, 1, lib, d, "compress.txt")

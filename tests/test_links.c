@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_links.c - a provider per link (transport/fabric.c): peers on the
+ * same host over the local provider (shm), peers on other hosts over the
+ * network provider (tp_net_provider() on lo), in one context.
+ *
+ * 4 forked ranks emulate 2 hosts by host id (ranks 0, 1 on one, 2, 3 on the
+ * other). Each checks, from its per-peer statistics, that this host's peer
+ * runs over shm and the others over the network provider; that an exact
+ * allreduce of integer values gives the exact sum; that a lossy one (int8
+ * across hosts only, none inside) gives bit-identical replicas within a
+ * bound; and, with GRADWIRE_MAC=required, that every connection of both
+ * kinds authenticates its frames. A waiter with nothing to do sleeps on
+ * both links' wait fds instead of spinning. A named local provider that
+ * libfabric does not offer fails context creation with an error that
+ * names it.
+ * Skips (77) without shm.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "tutil.h"
+#include "tp_harness.h"
+#include "coll_util.h"
+#include "conn.h"
+#include "coll.h"
+
+#define N 70001 /* above min_compress_bytes, not a multiple of anything */
+
+struct links_arg {
+	const char *provider_local; /* NULL: local_auto (shm where offered) */
+	bool mac;		    /* GRADWIRE_MAC=required, key in dir */
+	char dir[64];		    /* the parent's folder: hashes, key */
+};
+
+static int host_of(int rank)
+{
+	return rank / 2;
+}
+
+static int open_ctx(const struct links_arg *a, int rank, int size, const char *dir,
+		    struct gw_store **st, struct gw_ctx **ctx, char *err, size_t errlen)
+{
+	struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR, 15000, 0 };
+	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
+	char key[128];
+	int rc;
+
+	cfg.tp.provider_local = a->provider_local;
+	cfg.tp.local_auto = !a->provider_local;
+	cfg.codec = "int8";
+	cfg.codec_local = "none";
+	cfg.min_compress_bytes = 64;
+	cfg.host_id = 1000 + (uint64_t)host_of(rank);
+	if (a->mac) {
+		snprintf(key, sizeof(key), "%s/key", a->dir);
+		cfg.mac_mode = GW_MAC_REQUIRED;
+		cfg.mac_key_file = key;
+	}
+	*ctx = NULL;
+	rc = gw_store_file_create(dir, st);
+	if (!rc)
+		rc = gw_ctx_create(&cfg, rank, size, *st, ctx, err, errlen);
+	return rc;
+}
+
+/* Every peer's link and connection as expected. */
+static int check_links(struct gw_ctx *ctx, const struct links_arg *a, int rank, int size)
+{
+	char want_desc[64];
+
+	snprintf(want_desc, sizeof(want_desc), "%s+shm", tp_net_provider());
+	if (strcmp(gw_ctx_provider(ctx), want_desc)) {
+		fprintf(stderr, "rank %d: context over %s, want %s\n", rank, gw_ctx_provider(ctx),
+			want_desc);
+		return 1;
+	}
+	if (gw_tp_links(gw_ctx_tp(ctx)) != 2) {
+		fprintf(stderr, "rank %d: %d links\n", rank, gw_tp_links(gw_ctx_tp(ctx)));
+		return 1;
+	}
+	for (int p = 0; p < size; p++) {
+		bool local = host_of(p) == host_of(rank);
+		struct gw_conn_stats s;
+
+		if (p == rank)
+			continue;
+		if (gw_ctx_stats(ctx, p, &s))
+			return 1;
+		if (strcmp(s.provider, local ? "shm" : tp_net_provider()) ||
+		    strncmp(s.codec, local ? "none" : "int8", 4) ||
+		    (a->mac && !strcmp(s.mac_name, "none")) ||
+		    (!a->mac && strcmp(s.mac_name, "none"))) {
+			fprintf(stderr, "rank %d: peer %d (%s) over %s, codec %s, mac %s\n", rank,
+				p, local ? "this host" : "other host", s.provider, s.codec,
+				s.mac_name);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int body(int rank, int size, const char *dir, void *arg)
+{
+	const struct links_arg *a = arg;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	struct gw_coll *c = NULL;
+	float *y = tu_alloc(N * 4);
+	double *exact = tu_alloc(N * 8), *mag = tu_alloc(N * 8);
+	char err[512];
+	int rc = 0, ret = 0;
+
+	if (open_ctx(a, rank, size, dir, &st, &ctx, err, sizeof(err))) {
+		fprintf(stderr, "rank %d: open: %s\n", rank, err);
+		ret = 10;
+		goto out;
+	}
+	if (check_links(ctx, a, rank, size)) {
+		ret = 11;
+		goto out;
+	}
+	if (gw_coll_create(ctx, &c)) {
+		ret = 12;
+		goto out;
+	}
+	/* Exact: small integers, whose sum no order of addition rounds. */
+	for (uint64_t i = 0; i < N; i++)
+		y[i] = (float)((i * 7 + (uint64_t)rank * 13) % 101) - 50.0f;
+	rc = gw_coll_allreduce(c, y, N, GW_COLL_SUM, 0);
+	if (rc) {
+		fprintf(stderr, "rank %d: exact allreduce: %s\n", rank, gw_strerror(rc));
+		ret = 20;
+		goto out;
+	}
+	for (uint64_t i = 0; i < N; i++) {
+		float want = 0;
+
+		for (int r = 0; r < size; r++)
+			want += (float)((i * 7 + (uint64_t)r * 13) % 101) - 50.0f;
+		if (y[i] != want) {
+			fprintf(stderr, "rank %d: y[%llu] = %g, want %g\n", rank,
+				(unsigned long long)i, y[i], want);
+			ret = 21;
+			goto out;
+		}
+	}
+	ct_record(a->dir, "exact", rank, y, N * 4);
+	/* Lossy across hosts only: bounded error, identical replicas. */
+	tu_fill(y, N, ct_seed(rank, N, 0));
+	ct_exact_sum(exact, mag, N, size, 0);
+	rc = gw_coll_allreduce(c, y, N, GW_COLL_SUM, GW_CTX_LOSSY);
+	if (rc) {
+		fprintf(stderr, "rank %d: lossy allreduce: %s\n", rank, gw_strerror(rc));
+		ret = 22;
+		goto out;
+	}
+	if (ct_rel_l2(y, exact, N, 1.0) > 0.05) {
+		fprintf(stderr, "rank %d: lossy allreduce: rel err %.3e\n", rank,
+			ct_rel_l2(y, exact, N, 1.0));
+		ret = 23;
+		goto out;
+	}
+	ct_record(a->dir, "lossy", rank, y, N * 4);
+	/* Frames went on both kinds of link, and int8 shrank only the ones
+	 * across hosts (as a whole: some hops there carry small exact ones). */
+	{
+		uint64_t raw[2] = { 0, 0 }, wire[2] = { 0, 0 };
+
+		for (int p = 0; p < size; p++) {
+			struct gw_conn_stats s;
+			int k = host_of(p) == host_of(rank);
+
+			if (p == rank || gw_ctx_stats(ctx, p, &s))
+				continue;
+			raw[k] += s.raw_sent;
+			wire[k] += s.wire_sent;
+			if (s.mac_failures || s.rejected)
+				ret = 24;
+		}
+		if (ret || !raw[0] || !raw[1] || wire[1] < raw[1] || wire[0] >= raw[0] / 4 * 3) {
+			fprintf(stderr,
+				"rank %d: across hosts %llu raw %llu wire, inside %llu raw %llu "
+				"wire\n",
+				rank, (unsigned long long)raw[0], (unsigned long long)wire[0],
+				(unsigned long long)raw[1], (unsigned long long)wire[1]);
+			ret = 24;
+		}
+	}
+out:
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	free(y), free(exact), free(mag);
+	return ret;
+}
+
+static void run(struct links_arg *a)
+{
+	int codes[TP_MAX_RANKS];
+
+	strcpy(a->dir, "/tmp/gw-links-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a->dir));
+	if (a->mac) {
+		char path[128];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/key", a->dir);
+		f = fopen(path, "w");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		fputs("a key of the links test, 32 bytes+", f);
+		fclose(f);
+		chmod(path, 0600);
+	}
+	CU_ASSERT_EQUAL_FATAL(tp_run(4, 90, body, a, codes), 0);
+	for (int r = 0; r < 4; r++) {
+		if (codes[r])
+			printf("\n  rank %d exited %d\n", r, codes[r]);
+		CU_ASSERT_EQUAL(codes[r], 0);
+	}
+	if (!codes[0] && !codes[1] && !codes[2] && !codes[3]) {
+		ct_check_identical(a->dir, "exact", 4);
+		ct_check_identical(a->dir, "lossy", 4);
+	}
+	if (a->mac) {
+		char path[128];
+
+		snprintf(path, sizeof(path), "%s/key", a->dir);
+		unlink(path);
+	}
+	rmdir(a->dir);
+}
+
+static void test_two_hosts(void)
+{
+	struct links_arg a = { 0 };
+
+	run(&a);
+}
+
+static void test_two_hosts_named(void)
+{
+	struct links_arg a = { .provider_local = "shm" };
+
+	run(&a);
+}
+
+static void test_mac(void)
+{
+	struct links_arg a = { .mac = true };
+
+	run(&a);
+}
+
+/* ---- an idle waiter sleeps on both CQs ----------------------------------- */
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Rank 0 enters a barrier a second before the others: it must sleep (in
+ * poll() on both links' wait fds), not spin, and still see them arrive. */
+static int body_idle(int rank, int size, const char *dir, void *arg)
+{
+	const struct links_arg *a = arg;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	struct gw_coll *c = NULL;
+	char err[512];
+	int ret = 0;
+
+	if (open_ctx(a, rank, size, dir, &st, &ctx, err, sizeof(err)) || gw_coll_create(ctx, &c)) {
+		fprintf(stderr, "rank %d: open: %s\n", rank, err);
+		ret = 10;
+	} else if (gw_coll_barrier(c)) {
+		ret = 11;
+	} else if (rank == 0) {
+		int64_t t0 = gw_now_ms();
+		double c0 = cpu_s(), used, wall;
+
+		if (gw_coll_barrier(c))
+			ret = 12;
+		used = cpu_s() - c0;
+		wall = (double)(gw_now_ms() - t0) / 1e3;
+		if (!ret && (wall < 0.8 || used > 0.3 * wall)) {
+			fprintf(stderr, "rank 0: waited %.3f s using %.3f s of CPU\n", wall, used);
+			ret = 13;
+		}
+	} else {
+		struct timespec d = { 1, 0 };
+
+		nanosleep(&d, NULL);
+		if (gw_coll_barrier(c))
+			ret = 12;
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return ret;
+}
+
+static void test_idle(void)
+{
+	struct links_arg a = { 0 };
+	int codes[TP_MAX_RANKS];
+
+	strcpy(a.dir, "/tmp/gw-links-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+	CU_ASSERT_EQUAL_FATAL(tp_run(4, 60, body_idle, &a, codes), 0);
+	for (int r = 0; r < 4; r++) {
+		if (codes[r])
+			printf("\n  rank %d exited %d\n", r, codes[r]);
+		CU_ASSERT_EQUAL(codes[r], 0);
+	}
+	rmdir(a.dir);
+}
+
+/* ---- a named local provider that is not there ------------------------------ */
+
+static int body_missing(int rank, int size, const char *dir, void *arg)
+{
+	const struct links_arg *a = arg;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	char err[512] = "";
+	int rc = open_ctx(a, rank, size, dir, &st, &ctx, err, sizeof(err));
+	int ret = 0;
+
+	if (rc != -ENOENT || !strstr(err, "GRADWIRE_PROVIDER_LOCAL=nosuchprovider") ||
+	    !strstr(err, "not available")) {
+		fprintf(stderr, "rank %d: create gave %d (%s): %s\n", rank, rc, gw_strerror(rc),
+			err);
+		ret = 1;
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return ret;
+}
+
+static void test_missing(void)
+{
+	struct links_arg a = { .provider_local = "nosuchprovider" };
+	int codes[TP_MAX_RANKS];
+
+	strcpy(a.dir, "/tmp/gw-links-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+	/* Ranks 0, 1 share a host (they need it), 2 is alone on its own (it
+	 * does not, and refuses the name all the same). */
+	CU_ASSERT_EQUAL_FATAL(tp_run(3, 60, body_missing, &a, codes), 0);
+	for (int r = 0; r < 3; r++) {
+		if (codes[r])
+			printf("\n  rank %d exited %d\n", r, codes[r]);
+		CU_ASSERT_EQUAL(codes[r], 0);
+	}
+	rmdir(a.dir);
+}
+
+static bool have_shm(void)
+{
+	struct fi_info *hints = fi_allocinfo(), *list = NULL;
+	int ret;
+
+	if (!hints)
+		return false;
+	hints->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->fabric_attr->prov_name = strdup("shm");
+	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &list);
+	fi_freeinfo(hints);
+	fi_freeinfo(list);
+	return ret == 0;
+}
+
+int main(void)
+{
+	static CU_TestInfo tests[] = {
+		{ "2 hosts of 2: shm inside, network across, exact and int8", test_two_hosts },
+		{ "the same with GRADWIRE_PROVIDER_LOCAL=shm", test_two_hosts_named },
+		{ "MAC required on both kinds of link", test_mac },
+		{ "an idle waiter sleeps on both links", test_idle },
+		{ "an unavailable GRADWIRE_PROVIDER_LOCAL is an error", test_missing },
+		CU_TEST_INFO_NULL,
+	};
+
+	tp_pin_loopback();
+	if (!have_shm())
+		tu_skip("libfabric offers no shm provider here");
+	return tu_run("links", tests);
+}
