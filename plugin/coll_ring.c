@@ -367,17 +367,19 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
  * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks). But at most SEG_VALUES_MAX values (4 MiB of
- * floats, about 80 KB of top-k at 1% on the wire). A sparse codec's
+ * segments as in whole chunks). But at most SEG_VALUES_MAX values (2 MiB of
+ * floats, about 40 KB of top-k at 1% on the wire). A sparse codec's
  * segment costs far more to encode and decode than to send, so a long one
  * leaves the link idle while it is encoded and the next rank idle while it
- * is decoded: top-k at 1%, 64 MiB on 2 ranks over 1 Gbit/s, took 81 ms in
- * segments of 4M values and 27 ms in segments of 1M (2026-12-02). Each
+ * is decoded: top-k at 1%, 64 MiB on 2 ranks over 1 Gbit/s, took 99 ms in
+ * segments of 4M values, 46 ms in segments of 1M and 34 ms in 512K; onebit
+ * 39 ms in 1M and 22 ms in 512K; int8 143-148 ms either way (2026-12-02,
+ * an idle machine; 256K values did no better than 512K). Each
  * segment in flight also holds a staged residual, the owner's copy and a
  * codec scratch of its length (top-k at 1% once held 2.3x its tensor in
  * memory with a few huge segments).
  */
-#define SEG_VALUES_MAX (UINT64_C(1) << 20)
+#define SEG_VALUES_MAX (UINT64_C(1) << 19)
 
 static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
 {
