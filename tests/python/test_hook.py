@@ -91,8 +91,13 @@ def main():
 
     state = gwt.State()
     sd = state.state_dict()
-    check(sd["step"] == 0 and sd["ids"] == [] and sd["rank"] == 0,
-          "a fresh State's state_dict")
+    check(sd["step"] == 0 and sd["ids"] == [[gwt.EXACT_ID, 1, False]] and sd["rank"] == 0,
+          f"a fresh State's state_dict: only the links' agreement ({sd['ids']})")
+    try:
+        state.load_state_dict(dict(sd, version=1))
+        check(False, "a version 1 state accepted")
+    except ValueError as e:
+        check("version 1" in str(e), f"a version 1 state refused: {e}")
     try:
         state.load_state_dict(dict(sd, rank=1))
         check(False, "another rank's state accepted")

@@ -74,6 +74,7 @@ __all__ = ["State", "hook", "c10d_store_fns"]
 
 _generations = {}
 EXACT_ID = 1 << 31  # allreduce_id of every bucket's exact part
+STATE_VERSION = 2   # state_dict()'s; 2: EXACT_ID's stream comes first
 MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (plugin/coll.h), less
                     # EXACT_ID and PowerSGD's two factor streams
 
@@ -149,6 +150,8 @@ class State:
         self._layouts = {}
         self._lossy_ids = {}	# parameter address -> allreduce_id
         self._seen = {}		# allreduce_id -> (n, lossy), first-use order
+        self._queue = None	# the asynchronous hook's, made below
+        self._exact_bytes = 0
         self.lib = _lib.load(library)
         if store is None:
             store = dist.distributed_c10d._get_default_store()
@@ -164,15 +167,15 @@ class State:
         # Whether any rank's link compresses, agreed by all (an exact
         # allreduce of the count of such links, before any bucket): when
         # none does, a bucket is one exact allreduce instead of one per
-        # compressible parameter (fewer calls, no gather of the rest).
+        # compressible parameter (fewer calls, no gather of the rest). It is
+        # EXACT_ID's first use, so checkpoints record it (see _replay()).
         links = torch.tensor([float(sum(c.split(":")[0] != "none"
                                         for c in self.codecs.values()))])
-        self.ctx.allreduce_id(EXACT_ID, links.data_ptr(), 1, _lib.GRADWIRE_SUM)
+        self._reduce(EXACT_ID, links, False)
         self.lossy_links = links.item() > 0
         self._totals = self._totals_now()	# the handshake is not a step's
         self._exact_bytes = 0
         self.sync = bool(sync)
-        self._queue = None
         if not self.sync:
             self._queue = self.ctx.queue()
             self._jobs = collections.deque()
@@ -196,7 +199,7 @@ class State:
                 blob = f.read()
         finally:
             os.unlink(path)
-        return {"version": 1, "rank": self.rank, "size": self.size,
+        return {"version": STATE_VERSION, "rank": self.rank, "size": self.size,
                 "step": self.step, "residuals": blob,
                 "ids": [[i, n, lossy] for i, (n, lossy) in self._seen.items()]}
 
@@ -204,8 +207,10 @@ class State:
         """Restore what state_dict() returned on the same rank of a job of the
         same size. Collective: every rank calls it at the same point, before
         the hook has reduced anything other than in the checkpoint's order."""
-        if sd.get("version") != 1:
-            raise ValueError(f"gradwire state version {sd.get('version')!r}")
+        if sd.get("version") != STATE_VERSION:
+            raise ValueError(f"gradwire state version {sd.get('version')!r}, this "
+                             f"State's is {STATE_VERSION}: its tensors took "
+                             "their residual streams in another order")
         if sd["rank"] != self.rank or sd["size"] != self.size:
             raise ValueError(f"gradwire state of rank {sd['rank']} of "
                              f"{sd['size']} loaded on rank {self.rank} of "
