@@ -13,7 +13,8 @@
  * kinds authenticates its frames. A waiter with nothing to do sleeps on
  * both links' wait fds instead of spinning. A named local provider that
  * libfabric does not offer fails context creation with an error that
- * names it.
+ * names it, and ranks of one host that chose different local providers
+ * fail at once with an error that names the peer and both.
  * Skips (77) without shm.
  */
 #include <errno.h>
@@ -366,6 +367,51 @@ static void test_missing(void)
 	rmdir(a.dir);
 }
 
+/* ---- ranks that chose different providers for one pair ------------------- */
+
+/* Rank 1 keeps its host's peers on the network provider, rank 0 takes shm:
+ * both fail at once (not at the store's 15 s timeout), naming the peer and
+ * both providers. */
+static int body_mismatch(int rank, int size, const char *dir, void *arg)
+{
+	struct links_arg a = *(const struct links_arg *)arg;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	char err[512] = "", peer[32];
+	int64_t t0 = gw_now_ms();
+	int rc, ret = 0;
+
+	a.provider_local = rank == 1 ? tp_net_provider() : NULL;
+	rc = open_ctx(&a, rank, size, dir, &st, &ctx, err, sizeof(err));
+	snprintf(peer, sizeof(peer), "rank %d ", 1 - rank);
+	if (rc != -EPROTO || !strstr(err, peer) || !strstr(err, "'shm'") ||
+	    !strstr(err, tp_net_provider()) || !strstr(err, "GRADWIRE_PROVIDER_LOCAL") ||
+	    gw_now_ms() - t0 > 5000) {
+		fprintf(stderr, "rank %d: create gave %d (%s) after %lld ms: %s\n", rank, rc,
+			gw_strerror(rc), (long long)(gw_now_ms() - t0), err);
+		ret = 1;
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return ret;
+}
+
+static void test_mismatch(void)
+{
+	struct links_arg a = { 0 };
+	int codes[TP_MAX_RANKS];
+
+	strcpy(a.dir, "/tmp/gw-links-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 60, body_mismatch, &a, codes), 0);
+	for (int r = 0; r < 2; r++) {
+		if (codes[r])
+			printf("\n  rank %d exited %d\n", r, codes[r]);
+		CU_ASSERT_EQUAL(codes[r], 0);
+	}
+	rmdir(a.dir);
+}
+
 static bool have_shm(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *list = NULL;
@@ -390,6 +436,7 @@ int main(void)
 		{ "MAC required on both kinds of link", test_mac },
 		{ "an idle waiter sleeps on both links", test_idle },
 		{ "an unavailable GRADWIRE_PROVIDER_LOCAL is an error", test_missing },
+		{ "ranks with different local providers fail at once, naming both", test_mismatch },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -45,7 +45,7 @@ struct gw_tp *tp_open(const struct tp_env *env, int rank, int size, const char *
 	ret = gw_store_file_create(dir, st);
 	if (ret)
 		goto out;
-	ret = gw_tp_create(&cfg, rank, size, *st, &tp);
+	ret = gw_tp_create(&cfg, rank, size, *st, &tp, NULL, 0);
 	if (ret)
 		goto out_store;
 	ret = tp_check_loopback(tp, env);

@@ -163,9 +163,12 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 	}
 	tpc = cfg->tp;
 	tpc.hosts = links ? ctx->host : NULL;
-	rc = gw_tp_create(&tpc, rank, size, st, &ctx->tp);
+	err[0] = 0; /* gw_tp_create() may say why itself */
+	rc = gw_tp_create(&tpc, rank, size, st, &ctx->tp, err, errlen);
 	if (rc) {
-		if (rc == -ENOENT && tpc.provider_local)
+		if (err[0]) /* not logged yet */
+			ctx_log(ctx, GW_LOG_ERROR, "transport: %s", err);
+		else if (rc == -ENOENT && tpc.provider_local)
 			snprintf(err, errlen,
 				 "transport: GRADWIRE_PROVIDER_LOCAL=%s (for peers on this host) "
 				 "is not available here: %s",

@@ -92,8 +92,79 @@ out_free:
 	return ret;
 }
 
+/* The provider serving this rank's peers on its host (local) or on others:
+ * the link of such a peer; "" when it has none. */
+static const char *serving(const struct gw_tp *tp, const uint64_t *h, bool local)
+{
+	for (int r = 0; r < tp->size; r++)
+		if (r != tp->rank && (h[r] == h[tp->rank]) == local)
+			return gw_tp_peer_provider(tp, r);
+	return "";
+}
+
+/*
+ * Providers agree. Ranks that chose different providers for one pair (a
+ * GRADWIRE_PROVIDER or GRADWIRE_PROVIDER_LOCAL set differently, shm found
+ * on one side only) would wait for an address the peer never publishes and
+ * fail at the store's timeout, naming the wrong cause. So each rank
+ * publishes "<job>/tp/links/<rank>": the provider for its peers on its host
+ * and the one for the others, two NUL-terminated names, before any address
+ * is read, and checks every peer's against its own. Only with host ids
+ * (without them one link serves all and its addresses show a mismatch).
+ */
+static int links_agree(struct gw_tp *tp, const uint64_t *h, struct gw_store *st, char *err,
+		       size_t errlen)
+{
+	const char *job = tp->cfg.job ? tp->cfg.job : "gw";
+	const char *mine[2] = { serving(tp, h, false), serving(tp, h, true) };
+	char key[256], rec[2 * TP_NAME_MAX], got_rec[2 * TP_NAME_MAX + 1];
+	size_t a = strlen(mine[0]) + 1, b = strlen(mine[1]) + 1;
+	int ret;
+
+	if (a + b > sizeof(rec))
+		return -ENAMETOOLONG;
+	memcpy(rec, mine[0], a);
+	memcpy(rec + a, mine[1], b);
+	snprintf(key, sizeof(key), "%s/tp/links/%d", job, tp->rank);
+	ret = gw_store_set(st, key, rec, a + b);
+	if (ret) {
+		tp_log(tp, GW_LOG_ERROR, "store set %s: %s", key, gw_strerror(ret));
+		return ret;
+	}
+	for (int r = 0; r < tp->size; r++) {
+		bool local = h[r] == h[tp->rank];
+		const char *theirs;
+		ssize_t got;
+		size_t n0;
+
+		if (r == tp->rank)
+			continue;
+		snprintf(key, sizeof(key), "%s/tp/links/%d", job, r);
+		got = gw_store_get(st, key, got_rec, sizeof(got_rec) - 1, tp->cfg.timeout_ms);
+		if (got < 0) {
+			tp_log(tp, GW_LOG_ERROR, "the providers of rank %d (%s): %s", r, key,
+			       gw_strerror((int)got));
+			return (int)got;
+		}
+		got_rec[got] = 0;
+		n0 = strnlen(got_rec, (size_t)got);
+		theirs = !local ? got_rec : n0 < (size_t)got ? got_rec + n0 + 1 : "";
+		if (strcmp(theirs, mine[local])) {
+			if (err)
+				snprintf(
+					err, errlen,
+					"rank %d reaches its peers on %s over '%s', this rank over "
+					"'%s': set GRADWIRE_PROVIDER%s alike on every rank",
+					r, local ? "its host" : "other hosts", theirs, mine[local],
+					local ? "_LOCAL" : "");
+			return -EPROTO;
+		}
+	}
+	return 0;
+}
+
 int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
-		 struct gw_tp **out)
+		 struct gw_tp **out, char *err, size_t errlen)
 {
 	struct gw_tp *tp;
 	int ret;
@@ -113,9 +184,11 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 		goto err_free_peer;
 	}
 	ret = tp_fabric_open(tp);
-	tp->cfg.hosts = NULL; /* the caller's; used only there */
 	if (ret)
 		goto err_free_peer;
+	if (tp->cfg.hosts)
+		ret = links_agree(tp, tp->cfg.hosts, st, err, errlen);
+	tp->cfg.hosts = NULL; /* the caller's; used only here */
 	for (int i = 0; i < tp->nlinks && !ret; i++)
 		ret = exchange(tp, i, st);
 	if (ret)

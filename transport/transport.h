@@ -148,12 +148,18 @@ struct gw_tp;
  * under "<job>/tp/addr/<rank>" (main) or "<job>/tp/addr-local/<rank>"
  * (local), fetches every peer's from the key of the link that peer uses
  * (each within cfg->timeout_ms) and inserts it in that link's AV only.
+ * With host ids, every rank first publishes which provider serves its
+ * peers on its host and on others ("<job>/tp/links/<rank>") and checks
+ * every peer's against its own, so that ranks configured differently fail
+ * at once, naming the peer and both providers in err (when not NULL),
+ * instead of waiting for an address that never comes.
  * Return: 0, -EINVAL, -ENODATA (no such provider/interface), -ENOENT (the
- * named cfg->provider_local is not available), -ETIMEDOUT (a peer never
- * published), -ENOMEM, or another -errno from libfabric.
+ * named cfg->provider_local is not available), -EPROTO (a peer uses another
+ * provider for our pair), -ETIMEDOUT (a peer never published), -ENOMEM, or
+ * another -errno from libfabric.
  */
 int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
-		 struct gw_tp **out);
+		 struct gw_tp **out, char *err, size_t errlen);
 /**
  * gw_tp_destroy() - close everything (accepts NULL); in-flight ops are
  * dropped. With a provider that progresses by itself it first waits (at
