@@ -29,6 +29,14 @@ static const struct gw_codec_ops *const table[] = {
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
 
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+/* table[i] can run on this CPU: probed once, as CPUID is slow (a VM exit
+ * under a hypervisor) and a lookup by id runs for every received payload. */
+static bool table_usable[TABLE_LEN];
+
+static int usable(const struct gw_codec_ops *o)
+{
+	return !o->cpu_ok || o->cpu_ok();
+}
 
 static void table_validate(void)
 {
@@ -38,16 +46,13 @@ static void table_validate(void)
 		fprintf(stderr, "gradwire: codec table invalid: %s\n", err);
 		abort();
 	}
+	for (size_t i = 0; i < TABLE_LEN; i++)
+		table_usable[i] = usable(table[i]);
 }
 
 static void table_ready(void)
 {
 	pthread_once(&table_once, table_validate);
-}
-
-static int usable(const struct gw_codec_ops *o)
-{
-	return !o->cpu_ok || o->cpu_ok();
 }
 
 int gw_codec_table_check(const struct gw_codec_ops *const *tab, size_t n, char *err, size_t errlen)
@@ -101,7 +106,7 @@ static const struct gw_codec_ops *pick(const char *name, int id, int best)
 
 		if ((name && strcmp(o->name, name)) || (id >= 0 && o->id != id))
 			continue;
-		if (!usable(o))
+		if (!table_usable[i])
 			continue;
 		if (!r || (best ? o->priority > r->priority : o->priority < r->priority))
 			r = o;
