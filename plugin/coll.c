@@ -54,6 +54,7 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 	}
 	for (int r = 0; r < c->size; r++)
 		c->world.rank[r] = r;
+	coll_group_links(c, &c->world);
 	*out = c;
 	return 0;
 }

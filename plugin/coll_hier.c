@@ -122,6 +122,8 @@ static int build_groups(struct gw_coll *c, const int *idx, int nhosts, int per_h
 			if (idx[r] == h && k++ == li)
 				c->cross.rank[h] = r;
 	}
+	coll_group_links(c, &c->local);
+	coll_group_links(c, &c->cross);
 	return 0;
 }
 

@@ -34,6 +34,7 @@ struct coll_group {
 	int me;		  /* this rank's position among them */
 	int *rank;	  /* the context's rank of each member, in ring order */
 	const char *name; /* for error messages, e.g. "allreduce" */
+	bool shm;	  /* every member on this host, reached over shm (coll_group_links()) */
 };
 
 /* The context's rank of the member d places after this rank (d may be < 0). */
@@ -152,6 +153,10 @@ struct ring {
  * units on steps [base, base + budget) of the stream id (budget at least
  * 2 (grp->size - 1)). lossy: GW_CTX_LOSSY (only once c->agreed) or 0.
  */
+/* g->shm: every other member is reached over the shm provider. Then all are
+ * on this rank's host, and each member finds the same (host ids and the
+ * local provider agree on every rank: transport/tp.c). */
+void coll_group_links(const struct gw_coll *c, struct coll_group *g);
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
 		    uint64_t n, unsigned lossy, uint32_t id, uint32_t base, uint32_t budget);
 /*

@@ -381,10 +381,31 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  */
 #define SEG_VALUES_MAX (UINT64_C(1) << 19)
 
-static uint64_t segment_values(const struct gw_coll *c, unsigned lossy)
+void coll_group_links(const struct gw_coll *c, struct coll_group *g)
+{
+	const struct gw_tp *tp = gw_ctx_tp(c->ctx);
+
+	g->shm = g->size > 1;
+	for (int i = 0; i < g->size && g->shm; i++)
+		if (g->rank[i] != c->rank && strcmp(gw_tp_peer_provider(tp, g->rank[i]), "shm"))
+			g->shm = false;
+}
+
+/*
+ * Exact transfers among ranks that all reach each other over shm go in
+ * whole chunks: there is no encoding to overlap, and each message costs a
+ * wake-up of a provider without a wait object (2 ranks, 16 MiB: 4.7 ms in
+ * whole chunks against 6.8-8.3 ms in 1 MiB segments; 4 ranks, 64 MiB: 48-51
+ * against 84 ms; over net no difference, 2026-12-02).
+ */
+static uint64_t segment_values(const struct gw_coll *c, const struct coll_group *grp,
+			       unsigned lossy)
 {
 	double bpv = lossy ? c->wire_bpv : sizeof(float);
 	uint64_t seg = (uint64_t)((double)c->seg_bytes / bpv);
+
+	if (!lossy && grp->shm)
+		return 0;
 
 	if (c->seg_bytes && seg > SEG_VALUES_MAX)
 		seg = SEG_VALUES_MAX;
@@ -410,7 +431,7 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 			    .id = id,
 			    .base = base };
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
-	seg = segment_values(c, lossy);
+	seg = segment_values(c, grp, lossy);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
 	if (nseg > budget / steps)
 		nseg = budget / steps;
