@@ -10,6 +10,12 @@
  *  - waiting sleeps: in fi_cq_sread() when the CQ has a wait object, else a
  *    backoff of sched_yield() then nanosleep() up to 1 ms. Ranks may
  *    outnumber cores, and a spinning waiter steals the core its peer needs;
+ *  - a sched_yield() that took over TP_YIELD_LOST_US gave the core to
+ *    another task for its whole slice (busy neighbours: milliseconds), so
+ *    for TP_CONTENDED_US after one, waits without a wait object (shm) only
+ *    sleep: a sleeper that wakes is scheduled ahead of a busy loop, a
+ *    yielder behind it (2 ranks over shm beside two busy loops: 8-12 ms per
+ *    1 KiB allreduce while yielding);
  *  - with a provider that reports FI_PROGRESS_AUTO (net) a waiter never
  *    polls: it sleeps in fi_cq_sread(), whose wait set holds the provider's
  *    socket epoll fd, and the provider moves the bytes inside that call
@@ -42,10 +48,12 @@
 #include "transport.h"
 
 #define TP_BATCH 16
-#define TP_DRAIN_MS 500	     /* how long a cancelled op may take to drain */
-#define TP_SPIN_US 200	     /* yielding poll while the endpoint is hot */
-#define TP_SLEEP_MS 2	     /* longest sleep in fi_cq_sread() (manual progress) */
-#define TP_AUTO_SLEEP_MS 100 /* the same with a provider that progresses itself */
+#define TP_DRAIN_MS 500	       /* how long a cancelled op may take to drain */
+#define TP_SPIN_US 200	       /* yielding poll while the endpoint is hot */
+#define TP_SLEEP_MS 2	       /* longest sleep in fi_cq_sread() (manual progress) */
+#define TP_AUTO_SLEEP_MS 100   /* the same with a provider that progresses itself */
+#define TP_YIELD_LOST_US 1000  /* a sched_yield() this long gave the core to a hog */
+#define TP_CONTENDED_US 100000 /* ... then waits only sleep for this long */
 
 int64_t gw_now_ms(void)
 {
@@ -305,6 +313,38 @@ static int64_t now_us(void)
  * TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the core away at
  * every poll.
  */
+/* sched_yield(); false (and waits only sleep for a while) when it gave the
+ * core to another task, i.e. took long. */
+static bool yield_kept(struct gw_tp *tp)
+{
+	int64_t t0 = now_us(), t1;
+
+	sched_yield();
+	t1 = now_us();
+	if (t1 - t0 < TP_YIELD_LOST_US)
+		return true;
+	tp->contended_us = t1 + TP_CONTENDED_US;
+	return false;
+}
+
+static bool contended(const struct gw_tp *tp)
+{
+	return tp->contended_us && now_us() < tp->contended_us;
+}
+
+/* gw_backoff() that skips its yields while the cores are contended. */
+static void backoff(struct gw_tp *tp, unsigned *step)
+{
+	if (*step < 4 && contended(tp))
+		*step = 4;
+	if (*step < 4) {
+		(*step)++;
+		yield_kept(tp);
+		return;
+	}
+	gw_backoff(step);
+}
+
 static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 {
 	int64_t t0, spin = 0;
@@ -320,23 +360,26 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 	}
 	if (tp->cfg.spin_us < 0)
 		spin = left * 1000; /* busy poll until the deadline */
-	else if (tp->hot)
+	else if (tp->hot && !contended(tp))
 		spin = tp->cfg.spin_us > 0 ? tp->cfg.spin_us : TP_SPIN_US;
 	if (spin > 0) {
 		int64_t end = now_us() + spin;
 
 		do {
-			sched_yield();
+			bool kept = yield_kept(tp);
+
 			n = progress_once(tp, 0);
 			if (n)
 				goto out;
+			if (!kept && tp->cfg.spin_us >= 0)
+				break; /* contended: sleep instead */
 		} while (now_us() < end);
 		tp->hot = false;
 		if (tp->cfg.spin_us < 0)
 			return 0;
 	}
 	if (!tp->blocking) {
-		gw_backoff(step);
+		backoff(tp, step);
 		return 0;
 	}
 	if (left > TP_SLEEP_MS)

@@ -432,9 +432,10 @@ struct gw_tp {
 	bool auto_progress;
 	bool any_auto;
 	bool need_mr;
-	bool post_once; /* gw_tp_post_once() */
-	bool hot;	/* traffic lately (on any link): poll before sleeping */
-	bool closed;	/* endpoints closed (gw_tp_quiesce()) */
+	bool post_once;	      /* gw_tp_post_once() */
+	bool hot;	      /* traffic lately (on any link): poll before sleeping */
+	int64_t contended_us; /* until then waits sleep, never yield (progress.c) */
+	bool closed;	      /* endpoints closed (gw_tp_quiesce()) */
 	uint64_t mr_count;
 	size_t tx_iov_limit, rx_iov_limit; /* the smallest of the links' */
 	char prov_desc[64];		   /* gw_tp_provider() with two links */
