@@ -311,20 +311,27 @@ static int body_idle(int rank, int size, const char *dir, void *arg)
 	return ret;
 }
 
-static void test_idle(void)
+/* n ranks of body in a fresh folder (a->dir); each must exit 0. */
+static void run_plain(int n, tp_body body, struct links_arg *a)
 {
-	struct links_arg a = { 0 };
 	int codes[TP_MAX_RANKS];
 
-	strcpy(a.dir, "/tmp/gw-links-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-	CU_ASSERT_EQUAL_FATAL(tp_run(4, 60, body_idle, &a, codes), 0);
-	for (int r = 0; r < 4; r++) {
+	strcpy(a->dir, "/tmp/gw-links-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a->dir));
+	CU_ASSERT_EQUAL_FATAL(tp_run(n, 60, body, a, codes), 0);
+	for (int r = 0; r < n; r++) {
 		if (codes[r])
 			printf("\n  rank %d exited %d\n", r, codes[r]);
 		CU_ASSERT_EQUAL(codes[r], 0);
 	}
-	rmdir(a.dir);
+	rmdir(a->dir);
+}
+
+static void test_idle(void)
+{
+	struct links_arg a = { 0 };
+
+	run_plain(4, body_idle, &a);
 }
 
 /* ---- a named local provider that is not there ------------------------------ */
@@ -352,19 +359,10 @@ static int body_missing(int rank, int size, const char *dir, void *arg)
 static void test_missing(void)
 {
 	struct links_arg a = { .provider_local = "nosuchprovider" };
-	int codes[TP_MAX_RANKS];
 
-	strcpy(a.dir, "/tmp/gw-links-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
 	/* Ranks 0, 1 share a host (they need it), 2 is alone on its own (it
 	 * does not, and refuses the name all the same). */
-	CU_ASSERT_EQUAL_FATAL(tp_run(3, 60, body_missing, &a, codes), 0);
-	for (int r = 0; r < 3; r++) {
-		if (codes[r])
-			printf("\n  rank %d exited %d\n", r, codes[r]);
-		CU_ASSERT_EQUAL(codes[r], 0);
-	}
-	rmdir(a.dir);
+	run_plain(3, body_missing, &a);
 }
 
 /* ---- ranks that chose different providers for one pair ------------------- */
@@ -399,17 +397,8 @@ static int body_mismatch(int rank, int size, const char *dir, void *arg)
 static void test_mismatch(void)
 {
 	struct links_arg a = { 0 };
-	int codes[TP_MAX_RANKS];
 
-	strcpy(a.dir, "/tmp/gw-links-XXXXXX");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-	CU_ASSERT_EQUAL_FATAL(tp_run(2, 60, body_mismatch, &a, codes), 0);
-	for (int r = 0; r < 2; r++) {
-		if (codes[r])
-			printf("\n  rank %d exited %d\n", r, codes[r]);
-		CU_ASSERT_EQUAL(codes[r], 0);
-	}
-	rmdir(a.dir);
+	run_plain(2, body_mismatch, &a);
 }
 
 static bool have_shm(void)
