@@ -394,8 +394,8 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
 /*
  * Exact transfers among ranks that all reach each other over shm go in
  * whole chunks: there is no encoding to overlap, and each message costs a
- * wake-up of a provider without a wait object (2 ranks, 16 MiB: 4.7 ms in
- * whole chunks against 6.8-8.3 ms in 1 MiB segments; 4 ranks, 64 MiB: 48-51
+ * wake-up of a provider without a wait object (2 ranks, 16 MiB: 3.1-4.7 ms
+ * in whole chunks against 6.8-8.3 ms in 1 MiB segments; 4 ranks, 64 MiB: 48-51
  * against 84 ms; over net no difference, 2026-12-02).
  */
 static uint64_t segment_values(const struct gw_coll *c, const struct coll_group *grp,
@@ -406,7 +406,6 @@ static uint64_t segment_values(const struct gw_coll *c, const struct coll_group 
 
 	if (!lossy && grp->shm)
 		return 0;
-
 	if (c->seg_bytes && seg > SEG_VALUES_MAX)
 		seg = SEG_VALUES_MAX;
 	return c->seg_bytes && !seg ? 1 : seg;

@@ -301,18 +301,6 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/*
- * Wait up to left ms for something to complete.
- *
- * An auto-progress provider sleeps in fi_cq_sread() at once (see the top
- * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large
- * message is many: SAR segments, rendezvous steps) and its wait object does not always fire again
- * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (64 MiB took 3.7 s here,
- * 0.9 s when polled). Hence a short, yielding poll while the endpoint is "hot" (something was
- * posted or completed, or the wait object just fired), and a sleep in fi_cq_sread() of at most
- * TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the core away at
- * every poll.
- */
 /* sched_yield(); false (and waits only sleep for a while) when it gave the
  * core to another task, i.e. took long. */
 static bool yield_kept(struct gw_tp *tp)
@@ -345,6 +333,18 @@ static void backoff(struct gw_tp *tp, unsigned *step)
 	gw_backoff(step);
 }
 
+/*
+ * Wait up to left ms for something to complete.
+ *
+ * An auto-progress provider sleeps in fi_cq_sread() at once (see the top
+ * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large
+ * message is many: SAR segments, rendezvous steps) and its wait object does not always fire again
+ * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (64 MiB took 3.7 s here,
+ * 0.9 s when polled). Hence a short, yielding poll while the endpoint is "hot" (something was
+ * posted or completed, or the wait object just fired), and a sleep in fi_cq_sread() of at most
+ * TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the core away at
+ * every poll.
+ */
 static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 {
 	int64_t t0, spin = 0;
