@@ -54,6 +54,7 @@
 #define TP_AUTO_SLEEP_MS 100   /* the same with a provider that progresses itself */
 #define TP_YIELD_LOST_US 1000  /* a sched_yield() this long gave the core to a hog */
 #define TP_CONTENDED_US 100000 /* ... then waits only sleep for this long */
+#define TP_BACKOFF_YIELDS 4    /* gw_backoff()'s yields before its sleeps */
 
 int64_t gw_now_ms(void)
 {
@@ -63,17 +64,18 @@ int64_t gw_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Back off a little more each call: 4 yields, then 16 us doubling to 1 ms. */
+/* Back off a little more each call: TP_BACKOFF_YIELDS yields, then 16 us
+ * doubling to 1 ms. */
 void gw_backoff(unsigned *step)
 {
 	struct timespec ts = { 0, 0 };
 	unsigned s = (*step)++;
 
-	if (s < 4) {
+	if (s < TP_BACKOFF_YIELDS) {
 		sched_yield();
 		return;
 	}
-	s -= 4;
+	s -= TP_BACKOFF_YIELDS;
 	ts.tv_nsec = s >= 6 ? 1000000L : 16000L << s;
 	nanosleep(&ts, NULL);
 }
@@ -317,15 +319,16 @@ static bool yield_kept(struct gw_tp *tp)
 
 static bool contended(const struct gw_tp *tp)
 {
-	return tp->contended_us && now_us() < tp->contended_us;
+	return now_us() < tp->contended_us; /* 0: never contended */
 }
 
-/* gw_backoff() that skips its yields while the cores are contended. */
+/* gw_backoff(), its yields measured, and skipped while the cores are
+ * contended. */
 static void backoff(struct gw_tp *tp, unsigned *step)
 {
-	if (*step < 4 && contended(tp))
-		*step = 4;
-	if (*step < 4) {
+	if (*step < TP_BACKOFF_YIELDS && contended(tp))
+		*step = TP_BACKOFF_YIELDS;
+	if (*step < TP_BACKOFF_YIELDS) {
 		(*step)++;
 		yield_kept(tp);
 		return;
