@@ -19,7 +19,8 @@
  * Residual: y at unselected finite elements, 0 at selected and non-finite.
  *
  * Algorithm, O(n) and no sort: magnitudes compare as the integer key
- * bits & 0x7fffffff. A strided sample of SAMPLE keys gives a threshold tlow
+ * bits & 0x7fffffff. A strided sample of keys (one in SAMPLE_STRIDE, at
+ * least SAMPLE_MIN and at most SAMPLE_MAX of them) gives a threshold tlow
  * that leaves, with overwhelming probability, between k and ~1.4k candidates;
  * one streaming pass (the part the SIMD variants vectorize) writes the
  * residual (0 for the candidates it keeps, so that only the few unselected
@@ -42,18 +43,24 @@
 #include <math.h>
 #include "topk.h"
 
-#define SAMPLE 16384u		  /* keys sampled to guess the threshold */
+/* Keys sampled to guess the threshold. Each costs a cache miss that the
+ * streaming pass does not overlap: at 16384 per call the sample took a
+ * fifth of a 512K-value encode (segments of the ring's allreduce). */
+#define SAMPLE_MIN 4096u
+#define SAMPLE_MAX 16384u
+#define SAMPLE_STRIDE 128u
 #define SMALL 65536u		  /* at or below: every finite value is a candidate */
 #define CHUNK (UINT64_C(1) << 32) /* candidate indices are u32 per chunk */
 #define MAX_CHUNKS (GW_MAX_ELEMS / CHUNK)
 #define PREFETCH 32 /* scattered accesses requested this far ahead */
 
 struct plan {
-	uint64_t k0;   /* k before the finite clamp */
-	uint64_t cap;  /* candidates scratch holds (plus GW_TOPK_PAD) */
-	uint64_t rank; /* rank of the threshold within the sample */
-	uint32_t iw;   /* index width on the wire */
-	int all;       /* no sampling: tlow = 0 */
+	uint64_t k0;	 /* k before the finite clamp */
+	uint64_t cap;	 /* candidates scratch holds (plus GW_TOPK_PAD) */
+	uint64_t rank;	 /* rank of the threshold within the sample */
+	uint64_t sample; /* keys sampled */
+	uint32_t iw;	 /* index width on the wire */
+	int all;	 /* no sampling: tlow = 0 */
 };
 
 static int plan_make(const struct gw_codec *c, uint64_t n, struct plan *p)
@@ -72,15 +79,19 @@ static int plan_make(const struct gw_codec *c, uint64_t n, struct plan *p)
 	p->all = 1;
 	p->cap = n;
 	p->rank = 0;
+	p->sample = n / SAMPLE_STRIDE;
+	p->sample = p->sample < SAMPLE_MIN   ? SAMPLE_MIN
+		    : p->sample > SAMPLE_MAX ? SAMPLE_MAX
+					     : p->sample;
 	if (n > SMALL) {
 		/* Expected sample hits above the true threshold, plus four
 		 * standard deviations: the real count then lands in [k, 1.4k]
 		 * at ratio 0.01 and below the capacity with a wide margin. */
-		double mu = SAMPLE * (double)p->k0 / (double)n;
+		double mu = (double)p->sample * (double)p->k0 / (double)n;
 		double r = ceil(mu + 4 * sqrt(mu) + 4);
-		double cap = ceil((double)n * (r + 6 * sqrt(r) + 16) / SAMPLE) + 64;
+		double cap = ceil((double)n * (r + 6 * sqrt(r) + 16) / (double)p->sample) + 64;
 
-		if (r <= SAMPLE && cap < (double)n / 2) {
+		if (r <= (double)p->sample && cap < (double)n / 2) {
 			p->all = 0;
 			p->cap = (uint64_t)cap;
 			p->rank = (uint64_t)r;
@@ -109,7 +120,7 @@ size_t gw_topk_scratch_size(const struct gw_codec *c, uint64_t n)
 
 	if (!n || plan_make(c, n, &p))
 		return 0;
-	return (size_t)((p.cap + GW_TOPK_PAD) * 8 + (p.all ? 0 : SAMPLE * 4));
+	return (size_t)((p.cap + GW_TOPK_PAD) * 8 + (p.all ? 0 : p.sample * 4));
 }
 
 /* ---- exact radix select ------------------------------------------------- */
@@ -238,15 +249,15 @@ static void pass(gw_topk_collect_fn collect, const float *x, const float *res, f
 static uint32_t sample_threshold(const float *x, const float *res, uint64_t n, const struct plan *p,
 				 float *samp)
 {
-	uint64_t stride = n / SAMPLE, m = 0;
+	uint64_t stride = n / p->sample, m = 0;
 	struct sel s;
 
-	for (uint64_t j = 0; j < SAMPLE; j++) {
+	for (uint64_t j = 0; j < p->sample; j++) {
 		uint64_t i = j * stride + stride / 2, a = i + PREFETCH * stride;
 		float y = res ? x[i] + res[i] : x[i];
 
 		/* One cache (and TLB) miss per sample: overlap them. */
-		if (j + PREFETCH < SAMPLE) {
+		if (j + PREFETCH < p->sample) {
 			__builtin_prefetch(x + a);
 			if (res)
 				__builtin_prefetch(res + a);
