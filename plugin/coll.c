@@ -63,7 +63,6 @@ void gw_coll_destroy(struct gw_coll *c)
 {
 	if (!c)
 		return;
-	free(c->scratch);
 	free(c->reqs[0].req);
 	free(c->reqs[1].req);
 	free(c->descs);

@@ -64,9 +64,6 @@ struct gw_coll {
 	bool lowrank;			/* every connection of every rank negotiated
 					 * powersgd with the same parameters, */
 	struct gw_codec lowrank_codec;	/* these */
-	float *scratch;			/* the lossy ring's (struct ring): the flat
-					 * ring's or the cross ring's, never both */
-	size_t scratch_cap;		/* bytes, as the caps below (gw_grow()) */
 	struct ring_reqs {		/* the requests of the rings that run at once: */
 		struct gw_ctx_req *req; /* RING_REQS_MAIN: the flat or the local ring, */
 		size_t cap;		/* RING_REQS_CROSS: the ring across hosts */
@@ -138,7 +135,6 @@ struct ring {
 	uint32_t base;	      /* unit u's slot: slot_of(id, base + u) */
 	uint32_t first, last; /* the units this run moves: [first, last) */
 	unsigned lossy;
-	float *scratch;		    /* one segment (lossy: c->scratch) */
 	struct gw_ctx_req *rr, *sr; /* receives, sends: units each */
 	/* Where the run stands (coll_ring_step()): */
 	uint32_t u, posted, swaited, rwaited;

@@ -129,13 +129,9 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 	if (in_reduce_phase(g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
 		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
 				    g->lossy | GW_CTX_ZEROCOPY, r);
-	if (u / g->nseg == (uint32_t)g->grp->size - 1) { /* the owner's hop */
-		rc = gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_LOSSY,
-				       g->scratch, r);
-		if (!rc) /* encoded at post time: keep the sent bits */
-			memcpy(g->buf + off, g->scratch, cnt * sizeof(float));
-		return rc;
-	}
+	if (u / g->nseg == (uint32_t)g->grp->size - 1) /* the owner's hop keeps the sent bits */
+		return gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_LOSSY,
+					 g->buf + off, r);
 	rc = gw_ctx_isend_fwd(c->ctx, next, slot, got, r);
 	if (rc == -EPROTO) /* next speaks another codec */
 		rc = gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_ZEROCOPY, r);
@@ -375,8 +371,8 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  * segments of 4M values, 46 ms in segments of 1M and 34 ms in 512K; onebit
  * 39 ms in 1M and 22 ms in 512K; int8 143-148 ms either way (2026-12-02,
  * an idle machine; 256K values did no better than 512K). Each
- * segment in flight also holds a staged residual, the owner's copy and a
- * codec scratch of its length (top-k at 1% once held 2.3x its tensor in
+ * segment in flight also holds a staged residual and a codec scratch of
+ * its length (top-k at 1% once held 2.3x its tensor in
  * memory with a few huge segments).
  */
 #define SEG_VALUES_MAX (UINT64_C(1) << 19)
@@ -445,8 +441,6 @@ int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned
 	uint32_t half = g->units / 2;
 	int rc = gw_grow((void **)&m->req, &m->cap, 2 * (size_t)g->units * sizeof(*m->req));
 
-	if (!rc && g->lossy)
-		rc = gw_grow((void **)&c->scratch, &c->scratch_cap, g->seg * sizeof(float));
 	if (rc)
 		return rc;
 	/* The same units (hence slots) whichever phases run. Units below
@@ -457,7 +451,6 @@ int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned
 	g->rr = m->req;
 	g->sr = m->req + g->units;
 	memset(m->req, 0, 2 * (size_t)g->units * sizeof(*m->req));
-	g->scratch = g->lossy ? c->scratch : NULL;
 	g->u = g->posted = g->swaited = g->rwaited = g->first;
 	g->phase = PH_RECVS;
 	g->staged = 0;

@@ -145,7 +145,8 @@ int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, ui
 /**
  * gw_ctx_isend_sent() - gw_ctx_isend(), and also write to sent[0..n) what
  * the peer will decode (decode(encode(x + r))), bit for bit. A collective
- * keeps that as its own copy so every replica ends identical.
+ * keeps that as its own copy so every replica ends identical. sent may be
+ * x: it is written once x has been encoded.
  */
 int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, uint64_t n,
 		      unsigned flags, float *sent, struct gw_ctx_req *r);
@@ -262,7 +263,7 @@ int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /**
  * gw_ctx_slot_trim() - take the frame buffers of (peer, slot) that are idle
  * and larger than keep bytes; its sequence numbers stay. They go to the
- * context's pool (16 buffers, the largest kept), where the next slot that
+ * context's pool (POOL_MAX buffers, the largest kept), where the next slot that
  * needs a buffer finds one, or are freed. For hosts whose slots come and go
  * (Gloo's tags), so buffers neither pile up per slot nor are allocated anew
  * for every message. Return: 0, or -EINVAL for a bad peer.
