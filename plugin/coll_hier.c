@@ -163,7 +163,8 @@ int coll_decide(struct gw_coll *c)
 		       group_peer(&c->cross, 1));
 	} else {
 		gw_log(lvl, c->algo_set == GW_COLL_ALGO_HIER ? GW_LOG_WARN : GW_LOG_INFO, c->rank,
-		       "allreduce: the ring over %d ranks on %d hosts%s: %s", c->size, nhosts,
+		       "allreduce: the ring over %d ranks on %d host%s%s: %s", c->size, nhosts,
+		       nhosts == 1 ? "" : "s",
 		       c->algo_set == GW_COLL_ALGO_HIER
 			       ? ", not the hierarchical allreduce asked for"
 			       : "",

@@ -410,6 +410,27 @@ verdict:
 	return rc ? rc : bad;
 }
 
+/* The providers of this rank's links: "net", or "shm inside the host, net
+ * across hosts" when its peers on its host use another one. */
+static void links_of(const struct gw_ctx *ctx, char *out, size_t len)
+{
+	char in[sizeof(((struct gw_conn_stats *)0)->provider)] = "", across[sizeof(in)] = "";
+	int me = gw_ctx_rank(ctx);
+	struct gw_conn_stats s;
+
+	for (int r = 0; r < gw_ctx_size(ctx); r++) {
+		bool local = gw_ctx_host_id(ctx, r) == gw_ctx_host_id(ctx, me);
+		char *p = local ? in : across;
+
+		if (r != me && !*p && !gw_ctx_stats(ctx, r, &s))
+			snprintf(p, sizeof(in), "%s", s.provider);
+	}
+	if (*in && *across && strcmp(in, across))
+		snprintf(out, len, "%s inside the host, %s across hosts", in, across);
+	else
+		snprintf(out, len, "%s", *in ? in : *across ? across : gw_ctx_provider(ctx));
+}
+
 /* One rank's whole run. Return: the process exit code. */
 static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 {
@@ -419,7 +440,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	struct gw_ctx *ctx = NULL;
 	struct gw_coll *c = NULL;
 	struct gw_conn_stats s;
-	char err[512], codec[GW_HS_SPEC_MAX + 1], algo[64];
+	char err[512], codec[GW_HS_SPEC_MAX + 1], algo[64], links[96];
 	const char *a;
 	int nhosts = 1, per_host = 1;
 	float *x = NULL, *buf = NULL;
@@ -483,10 +504,11 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		goto out;
 	}
 	if (rank == 0 && !o->json) {
-		printf("# gradwire-perf: %d ranks on %d hosts, allreduce %s, codec %s, provider "
+		links_of(ctx, links, sizeof(links));
+		printf("# gradwire-perf: %d rank%s on %d host%s, allreduce %s, codec %s, provider "
 		       "%s, iface %s, min_compress %llu B, warmup %d, iters %d\n",
-		       size, nhosts, algo, codec, gw_ctx_provider(ctx),
-		       cc.tp.iface ? cc.tp.iface : "(default)",
+		       size, size == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", algo, codec,
+		       links, cc.tp.iface ? cc.tp.iface : "(default)",
 		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
 		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
 		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err", "identical", "overhead",
