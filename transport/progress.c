@@ -54,7 +54,7 @@
 #define TP_AUTO_SLEEP_MS 100   /* the same with a provider that progresses itself */
 #define TP_YIELD_LOST_US 1000  /* a sched_yield() this long gave the core to a hog */
 #define TP_CONTENDED_US 100000 /* ... then waits only sleep for this long */
-#define TP_BACKOFF_YIELDS 4    /* gw_backoff()'s yields before its sleeps */
+#define TP_BACKOFF_YIELDS 4    /* step_backoff()'s yields before its sleeps */
 
 int64_t gw_now_ms(void)
 {
@@ -66,7 +66,7 @@ int64_t gw_now_ms(void)
 
 /* Back off a little more each call: TP_BACKOFF_YIELDS yields, then 16 us
  * doubling to 1 ms. */
-void gw_backoff(unsigned *step)
+static void step_backoff(unsigned *step)
 {
 	struct timespec ts = { 0, 0 };
 	unsigned s = (*step)++;
@@ -322,7 +322,7 @@ static bool contended(const struct gw_tp *tp)
 	return now_us() < tp->contended_us; /* 0: never contended */
 }
 
-/* gw_backoff(), its yields measured, and skipped while the cores are
+/* step_backoff(), its yields measured, and skipped while the cores are
  * contended. */
 static void backoff(struct gw_tp *tp, unsigned *step)
 {
@@ -333,7 +333,7 @@ static void backoff(struct gw_tp *tp, unsigned *step)
 		yield_kept(tp);
 		return;
 	}
-	gw_backoff(step);
+	step_backoff(step);
 }
 
 /*
@@ -481,9 +481,10 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 			r = -FI_ETIMEDOUT;
 			break;
 		}
-		/* The provider's queue is full: complete something first. */
+		/* The provider's queue is full: complete something first
+		 * (backing off as a wait does, sleeping under contention). */
 		if (progress_once(tp, 0) == 0)
-			gw_backoff(&step);
+			backoff(tp, &step);
 	}
 	if (r) {
 		ret = tp_errno((int)r);

@@ -452,8 +452,6 @@ struct gw_tp {
 
 #define tp_log(tp, lvl, ...) gw_log((tp)->cfg.log_level, (lvl), (tp)->rank, __VA_ARGS__)
 
-void gw_backoff(unsigned *step);
-
 /* fabric.c */
 /* Open the links (which: tp.c) and map every peer to one (peer_link[]). */
 int tp_fabric_open(struct gw_tp *tp);
