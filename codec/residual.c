@@ -30,9 +30,13 @@ int gw_residual_prepare(struct gw_residual *r, uint64_t n)
 	if (n > GW_MAX_ELEMS || n > SIZE_MAX / sizeof(float))
 		return -EINVAL;
 	if (n) {
-		b = calloc((size_t)n, sizeof(float));
+		/* Cache-line aligned: the SIMD encoders stream into it. */
+		size_t len = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+
+		b = aligned_alloc(64, len);
 		if (!b)
 			return -ENOMEM;
+		memset(b, 0, len);
 	}
 	if (r->buf || r->n)
 		r->resets++;

@@ -9,7 +9,8 @@
  * vectors are permuted so the candidates come first, and the whole vectors
  * are stored at the cursor, which advances by the popcount. Keys are < 2^31,
  * so the signed compares are exact. The tail (< 8 values) runs the scalar
- * loop.
+ * loop. The residual goes out with streaming stores when it is aligned, as
+ * in topk_avx512.c.
  */
 #include <immintrin.h>
 #include "topk.h"
@@ -33,6 +34,7 @@ static inline uint64_t body(const float *x, const float *res, float *res_out, ui
 	const __m256i step = _mm256_set1_epi32(8);
 	__m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	uint64_t m = 0, i = 0;
+	const int nt = ef && !((uintptr_t)res_out & 31);
 
 	for (; len - i >= 8; i += 8) {
 		__m256 y = _mm256_loadu_ps(x + i);
@@ -59,10 +61,14 @@ static inline uint64_t body(const float *x, const float *res, float *res_out, ui
 			cv = _mm256_setzero_si256();
 		}
 		/* Residual: y, and 0 for the candidates kept. */
-		if (ef)
+		if (nt)
+			_mm256_stream_ps(res_out + i, _mm256_andnot_ps(_mm256_castsi256_ps(cv), y));
+		else if (ef)
 			_mm256_storeu_ps(res_out + i, _mm256_andnot_ps(_mm256_castsi256_ps(cv), y));
 		iv = _mm256_add_epi32(iv, step);
 	}
+	if (nt)
+		_mm_sfence();
 	if (i < len) { /* the last few values: the generic pass, shifted by i */
 		/* Whole-vector stores may leave m up to 7 past room (the
 		 * scratch has slack for that): then the tail has no room. */

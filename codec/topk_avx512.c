@@ -11,7 +11,11 @@
  * microcoded and very slow on Zen 4. The cursor then advances by the
  * popcount, so the garbage lanes are overwritten by the next store (the
  * scratch keeps GW_TOPK_PAD entries of slack for them). The residual store
- * zeroes the kept candidates' lanes with the same mask.
+ * zeroes the kept candidates' lanes with the same mask; when res_out is
+ * aligned (the residual store allocates it so) it is a streaming store: the
+ * residual is read again only at the next call, and a plain store would
+ * first read every line it writes (a ring's allreduce of top-k at 1%, 2
+ * ranks, 64 MiB: 19.8 -> 17.1 ms). Same bytes either way.
  */
 #include <immintrin.h>
 #include "topk.h"
@@ -26,6 +30,7 @@ static inline uint64_t body(const float *x, const float *res, float *res_out, ui
 	const __m512i step = _mm512_set1_epi32(16);
 	__m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	uint64_t m = 0, i = 0;
+	const int nt = ef && !((uintptr_t)res_out & 63);
 
 	for (;; i += 16) {
 		__mmask16 lanes = 0xffff, fin, cm;
@@ -58,12 +63,16 @@ static inline uint64_t body(const float *x, const float *res, float *res_out, ui
 			cm = 0;
 		}
 		/* Residual: y, and 0 for the candidates kept. */
-		if (ef)
+		if (ef && nt && lanes == 0xffff)
+			_mm512_stream_ps(res_out + i, _mm512_maskz_mov_ps(~cm, y));
+		else if (ef)
 			_mm512_mask_storeu_ps(res_out + i, lanes, _mm512_maskz_mov_ps(~cm, y));
 		iv = _mm512_add_epi32(iv, step);
 		if (lanes != 0xffff)
 			break;
 	}
+	if (nt)
+		_mm_sfence();
 	return m;
 }
 

@@ -203,7 +203,8 @@ int gw_rstore_stage(struct gw_rstore_entry *e)
 		return 0;
 	e->staged = spare_take(e->rs, e->res.n);
 	if (!e->staged)
-		e->staged = malloc((size_t)e->res.n * sizeof(float));
+		e->staged = aligned_alloc(64, ((size_t)e->res.n * sizeof(float) + 63) &
+						      ~(size_t)63); /* as gw_residual_prepare() */
 	return e->staged ? 0 : -ENOMEM;
 }
 
