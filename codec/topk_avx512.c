@@ -63,7 +63,7 @@ static inline uint64_t body(const float *x, const float *res, float *res_out, ui
 			cm = 0;
 		}
 		/* Residual: y, and 0 for the candidates kept. */
-		if (ef && nt && lanes == 0xffff)
+		if (nt && lanes == 0xffff)
 			_mm512_stream_ps(res_out + i, _mm512_maskz_mov_ps(~cm, y));
 		else if (ef)
 			_mm512_mask_storeu_ps(res_out + i, lanes, _mm512_maskz_mov_ps(~cm, y));

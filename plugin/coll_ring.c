@@ -370,10 +370,10 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  * is decoded: top-k at 1%, 64 MiB on 2 ranks over 1 Gbit/s, took 99 ms in
  * segments of 4M values, 46 ms in segments of 1M and 34 ms in 512K; onebit
  * 39 ms in 1M and 22 ms in 512K; int8 143-148 ms either way (2026-12-02,
- * an idle machine; 256K values did no better than 512K). Each
- * segment in flight also holds a staged residual and a codec scratch of
- * its length (top-k at 1% once held 2.3x its tensor in
- * memory with a few huge segments).
+ * an idle machine; 256K values did no better than 512K). Each segment in
+ * flight also holds a staged residual and a codec scratch of its length
+ * (top-k at 1% once held 2.3x its tensor in memory with a few huge
+ * segments).
  */
 #define SEG_VALUES_MAX (UINT64_C(1) << 19)
 

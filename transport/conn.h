@@ -263,7 +263,7 @@ int gw_ctx_recv_withdraw(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /**
  * gw_ctx_slot_trim() - take the frame buffers of (peer, slot) that are idle
  * and larger than keep bytes; its sequence numbers stay. They go to the
- * context's pool (POOL_MAX buffers, the largest kept), where the next slot that
+ * context's pool (32 buffers, the largest kept), where the next slot that
  * needs a buffer finds one, or are freed. For hosts whose slots come and go
  * (Gloo's tags), so buffers neither pile up per slot nor are allocated anew
  * for every message. Return: 0, or -EINVAL for a bad peer.

@@ -167,7 +167,8 @@ struct gradwire_plugin_v1 {
 	 * gradwire_op. With GRADWIRE_LOSSY the hops may use the negotiated
 	 * lossy codec (error feedback per tensor length); every rank still ends
 	 * with the same bits. After a failure (e.g. -ETIMEDOUT, a dead peer)
-	 * every later collective on ctx returns the same error.
+	 * buf holds partial sums (unspecified) and every later collective on
+	 * ctx returns the same error.
 	 */
 	int (*allreduce)(struct gradwire_context *ctx, float *buf, uint64_t n, int op,
 			 unsigned flags);
