@@ -392,16 +392,26 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
  * whole chunks: there is no encoding to overlap, and each message costs a
  * wake-up of a provider without a wait object (2 ranks, 16 MiB: 3.1-4.7 ms
  * in whole chunks against 6.8-8.3 ms in 1 MiB segments; 4 ranks, 64 MiB: 48-51
- * against 84 ms; over net no difference, 2026-12-02).
+ * against 84 ms; over net no difference, 2026-12-02). But reduce-scatter
+ * receives land in frame buffers before they are added, and whole chunks
+ * post them all at once: memory beyond the caller's buffers grows with the
+ * tensor (2 ranks 0.75-1.0x of it, 4 ranks 1.5x, from 16 to 256 MiB).
+ * Tensors longer than SHM_WHOLE_MAX go in segments of SHM_SEG_VALUES, at
+ * most 2 x WINDOW of them posted: 0.14-0.15x at 256 MiB, but 1.4x the time
+ * of whole chunks (2 ranks, 2026-12-02 evening), so only beyond a size
+ * where the memory matters more than that (DDP's buckets stay below).
  */
+#define SHM_WHOLE_MAX (UINT64_C(16) << 20) /* values: 64 MiB */
+#define SHM_SEG_VALUES (UINT64_C(1) << 19) /* 2 MiB */
+
 static uint64_t segment_values(const struct gw_coll *c, const struct coll_group *grp,
-			       unsigned lossy)
+			       unsigned lossy, uint64_t n)
 {
 	double bpv = lossy ? c->wire_bpv : sizeof(float);
 	uint64_t seg = (uint64_t)((double)c->seg_bytes / bpv);
 
 	if (!lossy && grp->shm)
-		return 0;
+		return n <= SHM_WHOLE_MAX ? 0 : SHM_SEG_VALUES;
 	if (c->seg_bytes && seg > SEG_VALUES_MAX)
 		seg = SEG_VALUES_MAX;
 	return c->seg_bytes && !seg ? 1 : seg;
@@ -426,7 +436,7 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 			    .id = id,
 			    .base = base };
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
-	seg = segment_values(c, grp, lossy);
+	seg = segment_values(c, grp, lossy, n);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
 	if (nseg > budget / steps)
 		nseg = budget / steps;
