@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 #include "codec_impl.h"
+#include "../common/grow.h"
 
 void gw_residual_init(struct gw_residual *r)
 {
@@ -30,13 +31,10 @@ int gw_residual_prepare(struct gw_residual *r, uint64_t n)
 	if (n > GW_MAX_ELEMS || n > SIZE_MAX / sizeof(float))
 		return -EINVAL;
 	if (n) {
-		/* Cache-line aligned: the SIMD encoders stream into it. */
-		size_t len = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
-
-		b = aligned_alloc(64, len);
+		b = gw_alloc_lines((size_t)n * sizeof(float)); /* SIMD encoders stream into it */
 		if (!b)
 			return -ENOMEM;
-		memset(b, 0, len);
+		memset(b, 0, (size_t)n * sizeof(float));
 	}
 	if (r->buf || r->n)
 		r->resets++;

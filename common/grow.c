@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* grow.c - gw_grow() (grow.h): scratch and request arrays that only grow. */
+/* grow.c - gw_grow() (grow.h): scratch and request arrays that only grow;
+ * gw_alloc_lines(). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include "grow.h"
 
@@ -16,4 +18,11 @@ int gw_grow(void **p, size_t *cap, size_t bytes)
 	*p = n;
 	*cap = bytes;
 	return 0;
+}
+
+void *gw_alloc_lines(size_t bytes)
+{
+	if (bytes > SIZE_MAX - 63)
+		return NULL;
+	return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
+#include "../common/grow.h"
 #include "../common/map.h"
 #include "residual_store.h"
 
@@ -203,8 +204,7 @@ int gw_rstore_stage(struct gw_rstore_entry *e)
 		return 0;
 	e->staged = spare_take(e->rs, e->res.n);
 	if (!e->staged)
-		e->staged = aligned_alloc(64, ((size_t)e->res.n * sizeof(float) + 63) &
-						      ~(size_t)63); /* as gw_residual_prepare() */
+		e->staged = gw_alloc_lines((size_t)e->res.n * sizeof(float));
 	return e->staged ? 0 : -ENOMEM;
 }
 
