@@ -54,7 +54,7 @@
 #define TP_AUTO_SLEEP_MS 100   /* the same with a provider that progresses itself */
 #define TP_YIELD_LOST_US 1000  /* a sched_yield() this long gave the core to a hog */
 #define TP_CONTENDED_US 100000 /* ... then waits only sleep for this long */
-#define TP_BACKOFF_YIELDS 4    /* step_backoff()'s yields before its sleeps */
+#define TP_BACKOFF_YIELDS 4    /* backoff()'s yields before its sleeps */
 
 int64_t gw_now_ms(void)
 {
@@ -62,22 +62,6 @@ int64_t gw_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Back off a little more each call: TP_BACKOFF_YIELDS yields, then 16 us
- * doubling to 1 ms. */
-static void step_backoff(unsigned *step)
-{
-	struct timespec ts = { 0, 0 };
-	unsigned s = (*step)++;
-
-	if (s < TP_BACKOFF_YIELDS) {
-		sched_yield();
-		return;
-	}
-	s -= TP_BACKOFF_YIELDS;
-	ts.tv_nsec = s >= 6 ? 1000000L : 16000L << s;
-	nanosleep(&ts, NULL);
 }
 
 /* ---- op pool -------------------------------------------------------------- */
@@ -322,18 +306,23 @@ static bool contended(const struct gw_tp *tp)
 	return now_us() < tp->contended_us; /* 0: never contended */
 }
 
-/* step_backoff(), its yields measured, and skipped while the cores are
- * contended. */
+/* Back off a little more each call: TP_BACKOFF_YIELDS yields (measured,
+ * and skipped while the cores are contended), then 16 us doubling to 1 ms. */
 static void backoff(struct gw_tp *tp, unsigned *step)
 {
+	struct timespec ts = { 0, 0 };
+	unsigned s;
+
 	if (*step < TP_BACKOFF_YIELDS && contended(tp))
 		*step = TP_BACKOFF_YIELDS;
-	if (*step < TP_BACKOFF_YIELDS) {
-		(*step)++;
+	s = (*step)++;
+	if (s < TP_BACKOFF_YIELDS) {
 		yield_kept(tp);
 		return;
 	}
-	step_backoff(step);
+	s -= TP_BACKOFF_YIELDS;
+	ts.tv_nsec = s >= 6 ? 1000000L : 16000L << s;
+	nanosleep(&ts, NULL);
 }
 
 /*
