@@ -382,6 +382,7 @@ static void fork_ranks(const struct run *r, rank_fn body, pid_t *pid)
 				_exit(9);
 			setvbuf(stderr, NULL, _IONBF, 0);
 			alarm(60);
+			tp_trace_crashes();
 			_exit(enter(r, k) ? 8 : body(r, k));
 		}
 	}
@@ -603,8 +604,11 @@ static void test_cut(void)
 	reap(pid, code, 40);
 	CU_ASSERT_EQUAL(code[0], 0);
 	CU_ASSERT_EQUAL(code[1], 0);
-	if (code[0] || code[1])
-		printf("\n  cut: rank exit codes %d %d\n", code[0], code[1]);
+	if (code[0] || code[1]) {
+		printf("\n  cut: rank exit codes %d %d", code[0], code[1]);
+		log_has(&r, 0, "(show the log)");
+		log_has(&r, 1, "(show the log)");
+	}
 	/* Each names the other. */
 	CU_ASSERT(log_has(&r, 0, "rank 1"));
 	CU_ASSERT(log_has(&r, 1, "rank 0"));

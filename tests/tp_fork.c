@@ -3,6 +3,7 @@
  * plugin test links it without the library, which it dlopen()s. */
 #include <dirent.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,34 @@ const char *tp_net_provider(void)
 	const char *p = getenv("GW_TEST_PROVIDER");
 
 	return p && *p ? p : "net";
+}
+
+static void crash_trace(int sig)
+{
+	static const char head[] = "\n*** crashed; the stack (addr2line -f -e <program> "
+				   "<+0x offset> names a frame):\n";
+	void *pc[64];
+	int n = backtrace(pc, 64);
+
+	if (write(2, head, sizeof(head) - 1) > 0)
+		backtrace_symbols_fd(pc, n, 2);
+	raise(sig); /* SA_RESETHAND: dies of it, so the exit code says which */
+}
+
+void tp_trace_crashes(void)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	struct sigaction sa = { .sa_handler = crash_trace, .sa_flags = SA_RESETHAND | SA_NODEFER };
+	void *warm[1];
+
+	backtrace(warm, 1); /* its first call loads libgcc: not in a handler */
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+
+		/* A sanitizer's own handler reports better: keep it. */
+		if (!sigaction(sigs[i], NULL, &old) && old.sa_handler == SIG_DFL)
+			sigaction(sigs[i], &sa, NULL);
+	}
 }
 
 static int64_t now_ms(void)
@@ -86,6 +115,7 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 			int code;
 
 			alarm((unsigned)limit_s);
+			tp_trace_crashes();
 			code = body(r, size, dir, arg);
 			fflush(stdout);
 			/* _exit() skips LeakSanitizer's check at exit: run it here

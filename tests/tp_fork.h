@@ -7,8 +7,9 @@
  * (mkdtemp, removed afterwards). Each child arms alarm() so it dies rather
  * than hang, runs its body and exits with the body's return value; the
  * parent reaps every child by a deadline and SIGKILLs stragglers. A child
- * killed by signal s reports 128 + s; in a sanitizer build, a child whose
- * body succeeded but leaked memory reports TP_LEAKED.
+ * killed by signal s reports 128 + s, after writing its stack to stderr
+ * (tp_trace_crashes()); in a sanitizer build, a child whose body succeeded
+ * but leaked memory reports TP_LEAKED.
  */
 #ifndef GW_TP_FORK_H
 #define GW_TP_FORK_H
@@ -32,6 +33,11 @@ void tp_pin_loopback(void);
  * transport suites once more with GW_TEST_PROVIDER="tcp;ofi_rxm".
  */
 const char *tp_net_provider(void);
+/* From now on a crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) writes
+ * the stack to stderr before the process dies of it, unless a sanitizer
+ * handles the signal. tp_run()'s ranks call it; a test that forks its own
+ * ranks calls it in each. */
+void tp_trace_crashes(void);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);
