@@ -127,28 +127,34 @@ const char *gw_coll_error(const struct gw_coll *c)
 /*
  * One step of byte messages: receive len bytes from `from` into rbuf (when
  * from >= 0), send len bytes of sbuf to `to` (when to >= 0), on slot.
- * The receive is posted first; a request that was posted is always waited,
- * so nothing stays in flight when we return.
+ * The receive is posted first; nothing stays in flight when we return: a
+ * request that was posted is waited, or withdrawn when the other's post
+ * failed (a post to a dead peer can itself take the timeout; waiting
+ * another one for the receive made a rank fail after twice the timeout).
  */
 int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf, int from,
 		    void *rbuf, size_t len)
 {
 	struct gw_ctx_req r[2];
 	size_t k = 0;
-	int rc = 0, rc2;
+	int rc;
 
 	if (from >= 0) {
 		rc = gw_ctx_irecv_bytes(c->ctx, from, slot, rbuf, len, &r[k]);
-		if (!rc)
-			k++;
+		if (rc)
+			return rc;
+		k++;
 	}
-	if (!rc && to >= 0) {
+	if (to >= 0) {
 		rc = gw_ctx_isend_bytes(c->ctx, to, slot, sbuf, len, &r[k]);
-		if (!rc)
-			k++;
+		if (rc) {
+			if (k)
+				gw_ctx_abort(c->ctx, &r[0]);
+			return rc;
+		}
+		k++;
 	}
-	rc2 = gw_ctx_waitall(c->ctx, r, k);
-	return rc ? rc : rc2;
+	return gw_ctx_waitall(c->ctx, r, k);
 }
 
 int gw_coll_barrier(struct gw_coll *c)
