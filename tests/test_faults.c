@@ -312,7 +312,11 @@ static int enter(const struct run *r, int rank)
 static struct gw_coll *open_coll(const struct run *r, int rank, const char *job,
 				 struct gw_store **st, struct gw_ctx **ctx)
 {
-	struct tp_env env = { "tcp;ofi_rxm", iface, false, GW_LOG_ERROR, r->timeout_ms, 0 };
+	/* The default network provider (net): Debian's libfabric 1.17 ofi_rxm
+	 * can die of SIGSEGV in fi_close() of the endpoint after a cut link
+	 * (rxm_handle_comp_error() given a tcp error completion without a
+	 * context; docs/reliability.md). */
+	struct tp_env env = { tp_net_provider(), iface, false, GW_LOG_ERROR, r->timeout_ms, 0 };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
 	char err[512];
