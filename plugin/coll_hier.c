@@ -331,6 +331,10 @@ static int step(struct pipe *pp, struct ring *g, bool *on, int blocks, bool *mov
  * requests. */
 static int pipe_fail(struct pipe *pp, struct ring *g, int rc)
 {
+	if (pp->local_on && g != &pp->local) /* so that all drain together */
+		coll_ring_abort_begin(pp->c, &pp->local);
+	if (pp->cross_on && g != &pp->cross)
+		coll_ring_abort_begin(pp->c, &pp->cross);
 	if (g)
 		coll_ring_fail(pp->c, g, rc);
 	if (pp->local_on && g != &pp->local)

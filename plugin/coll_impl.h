@@ -173,7 +173,12 @@ int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks);
 /* coll_ring_fail() - after coll_ring_step() returned rc < 0: say where (coll_fail())
  * and withdraw what g still has in flight. Return: rc. */
 int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc);
-/* coll_ring_abort() - withdraw what g has in flight (another ring failed). */
+/*
+ * coll_ring_abort() - withdraw what g has in flight (another ring failed),
+ * within one bounded drain. Several rings: begin each first, so that they
+ * share that drain.
+ */
+void coll_ring_abort_begin(struct gw_coll *c, struct ring *g);
 void coll_ring_abort(struct gw_coll *c, struct ring *g);
 
 /* The ring allreduce (sum) of buf[0..n) of the tensor key over the group g

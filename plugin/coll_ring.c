@@ -337,8 +337,17 @@ int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks)
 	return 0;
 }
 
+void coll_ring_abort_begin(struct gw_coll *c, struct ring *g)
+{
+	for (uint32_t u = g->first; u < g->last; u++) {
+		gw_ctx_abort_begin(c->ctx, &g->rr[u]);
+		gw_ctx_abort_begin(c->ctx, &g->sr[u]);
+	}
+}
+
 void coll_ring_abort(struct gw_coll *c, struct ring *g)
 {
+	coll_ring_abort_begin(c, g);
 	for (uint32_t u = g->first; u < g->last; u++) {
 		gw_ctx_abort(c->ctx, &g->rr[u]);
 		gw_ctx_abort(c->ctx, &g->sr[u]);

@@ -511,6 +511,10 @@ static void test_netem(void)
 
 /* ---- a cut link ---------------------------------------------------------------- */
 
+/* 16 MiB per call: a ring's whole window of segments is in flight at the cut,
+ * and withdrawing it must still fit in the timeout (one drain, not one each). */
+#define CUT_N (1 << 22)
+
 static int body_cut(const struct run *r, int rank)
 {
 	struct gw_store *st;
@@ -525,12 +529,12 @@ static int body_cut(const struct run *r, int rank)
 		return 10;
 	snprintf(saved, sizeof(saved), "%s/res-%d", r->dir, rank);
 	snprintf(again, sizeof(again), "%s/res2-%d", r->dir, rank);
-	if (steps(c, rank, 1 << 18, 3, 0, &h) || gw_ctx_residuals_save(ctx, saved))
+	if (steps(c, rank, CUT_N, 3, 0, &h) || gw_ctx_residuals_save(ctx, saved))
 		return 11;
 	mark(r, rank ? "saved-1" : "saved-0", 1);
 	/* Allreduces until the cut fails one. */
 	for (int s = 3; s < 100000; s++) {
-		rc = steps(c, rank, 1 << 18, 1, s, &h);
+		rc = steps(c, rank, CUT_N, 1, s, &h);
 		if (rc)
 			break;
 	}
@@ -542,6 +546,7 @@ static int body_cut(const struct run *r, int rank)
 		return 12; /* it failed before the cut */
 	fprintf(stderr, "rank %d: failed %lld ms after the cut: %s\n", rank, (long long)(t - cut),
 		gw_strerror(rc));
+	mark(r, rank ? "after-1" : "after-0", t - cut);
 	if (t - cut > r->timeout_ms + SLACK_MS)
 		return 13;
 	close_coll(c, ctx, st);
@@ -556,7 +561,7 @@ static int body_cut(const struct run *r, int rank)
 	if (gw_ctx_residuals_load(ctx, saved) || gw_ctx_residuals_save(ctx, again))
 		return 16;
 	h = 0;
-	if (steps(c, rank, 1 << 18, 2, 3, &h))
+	if (steps(c, rank, CUT_N, 2, 3, &h))
 		return 17;
 	mark(r, rank ? "hash-1" : "hash-0", (int64_t)(h >> 1));
 	close_coll(c, ctx, st);
@@ -606,6 +611,9 @@ static void test_cut(void)
 	CU_ASSERT_EQUAL(wait_up(), 0);
 	mark(&r, "up", 1);
 	reap(pid, code, 40);
+	printf("\n  cut: the ranks failed %lld and %lld ms after it (timeout %d ms)",
+	       (long long)marker(&r, "after-0", 0), (long long)marker(&r, "after-1", 0),
+	       TIMEOUT_MS);
 	CU_ASSERT_EQUAL(code[0], 0);
 	CU_ASSERT_EQUAL(code[1], 0);
 	if (code[0] || code[1]) {

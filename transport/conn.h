@@ -231,6 +231,12 @@ int gw_ctx_req_retarget(struct gw_ctx_req *r, void *buf);
  * are then out of step with the peer's. Accepts a request never posted.
  */
 void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r);
+/**
+ * gw_ctx_abort_begin() - the first half of gw_ctx_abort(), without waiting.
+ * To give up many requests at once, begin each, then gw_ctx_abort() each:
+ * they drain together, within one bounded wait.
+ */
+void gw_ctx_abort_begin(struct gw_ctx *ctx, struct gw_ctx_req *r);
 
 /**
  * gw_ctx_recv_any() - receive n values on slot from whichever of peers[]

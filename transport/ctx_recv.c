@@ -283,6 +283,12 @@ int gw_ctx_req_retarget(struct gw_ctx_req *r, void *buf)
 	return 0;
 }
 
+void gw_ctx_abort_begin(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	if (r->cs && r->ctx == ctx && !(r->dir == OP_RECV && r->cs->stash))
+		gw_tp_cancel_begin(ctx->tp, &r->tp);
+}
+
 void gw_ctx_abort(struct gw_ctx *ctx, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs = r->cs;

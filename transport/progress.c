@@ -128,6 +128,8 @@ static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
 		op_put(tp, op);
 		return;
 	}
+	if (op->cancelling)
+		tp->cancels--;
 	op->result = result;
 	op->state = OP_DONE;
 }
@@ -560,50 +562,76 @@ int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *b
 /* ---- waiting ------------------------------------------------------------ */
 
 /*
- * The waiter's deadline passed: cancel op and drain its completion, so that
- * the provider no longer touches the caller's buffer. A completion that
- * beats the cancel stands (its data is not lost).
+ * Ask the provider to give op back. Its completion (cancelled, or done
+ * after all) still has to come before its buffer is free again: until then
+ * it counts in tp->cancels.
  */
-static void cancel_op(struct gw_tp *tp, struct tp_op *op, int why)
+static void cancel_begin(struct gw_tp *tp, struct tp_op *op)
 {
-	int64_t deadline = gw_now_ms() + TP_DRAIN_MS;
-	unsigned step = 0;
 	int ret;
 
-	op->cancelling = true;
-	ret = fi_cancel(&tp->link[op->link].ep->fid, &op->ctx);
-	while (op->state == OP_POSTED) {
-		int64_t left = deadline - gw_now_ms();
-
-		if (left <= 0)
-			break;
-		if (progress_wait(tp, left, &step) < 0)
-			break;
-	}
-	if (op->state == OP_DONE) {
-		if (op->result == -ECANCELED)
-			op->result = why;
+	if (op->cancelling || op->state != OP_POSTED)
 		return;
-	}
+	op->cancelling = true;
+	tp->cancels++;
+	ret = fi_cancel(&tp->link[op->link].ep->fid, &op->ctx);
+	if (ret)
+		tp_log(tp, GW_LOG_DEBUG, "fi_cancel(%s rank %d): %s", dir_name(op), op->peer,
+		       fi_strerror(-ret));
+}
+
+/* A cancelled op did not complete in time: it keeps its buffer, nobody waits for it. */
+static void orphan(struct gw_tp *tp, struct tp_op *op)
+{
 	tp_log(tp, GW_LOG_WARN,
-	       "%s rank %d (tag 0x%016llx) timed out and "
-	       "could not be cancelled (%s); its buffer stays in use until it "
-	       "completes or the context is destroyed",
-	       dir_name(op), op->peer, (unsigned long long)op->tag,
-	       ret ? fi_strerror(-ret) : "no completion");
+	       "%s rank %d (tag 0x%016llx) was cancelled but did not complete; "
+	       "its buffer stays in use until it completes or the context is destroyed",
+	       dir_name(op), op->peer, (unsigned long long)op->tag);
 	op->state = OP_ORPHAN;
+	tp->cancels--;
 	tp->orphans++;
 }
 
-/* Hand op's outcome to req and recycle op (unless it became an orphan). */
+/*
+ * Wait, TP_DRAIN_MS at most in all, for the completions of every cancelled
+ * op; those still missing then become orphans. One shared drain, so that
+ * withdrawing many requests (a ring's whole window) costs one bounded wait,
+ * not one per request.
+ */
+static void drain(struct gw_tp *tp)
+{
+	int64_t deadline = gw_now_ms() + TP_DRAIN_MS;
+	unsigned step = 0;
+
+	while (tp->cancels) {
+		int64_t left = deadline - gw_now_ms();
+
+		if (left <= 0 || progress_wait(tp, left, &step) < 0)
+			break;
+	}
+	for (struct tp_slab *sl = tp->slabs; sl && tp->cancels; sl = sl->next)
+		for (size_t i = 0; i < 64; i++)
+			if (sl->ops[i].state == OP_POSTED && sl->ops[i].cancelling)
+				orphan(tp, &sl->ops[i]);
+}
+
+/*
+ * Hand op's outcome to req and recycle op (unless it became an orphan). Op
+ * still in flight is cancelled and drained first; a completion that beats
+ * the cancel stands (its data is not lost), a cancelled one becomes why.
+ */
 static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 {
 	struct tp_op *op = req->op;
 	ssize_t result;
 
-	if (op->state == OP_POSTED)
-		cancel_op(tp, op, why);
+	if (op->state == OP_POSTED) {
+		cancel_begin(tp, op);
+		drain(tp);
+	}
 	result = op->state == OP_ORPHAN ? why : op->result;
+	if (op->cancelling && result == -ECANCELED)
+		result = why;
 	if (result == -ETIMEDOUT)
 		tp_log(tp, GW_LOG_WARN, "%s rank %d timed out", dir_name(op), op->peer);
 	if (op->state != OP_ORPHAN)
@@ -652,6 +680,9 @@ int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeou
 			break;
 		}
 	}
+	for (i = 0; i < n; i++) /* withdraw the late ones together: one drain */
+		if (pending(&reqs[i]))
+			cancel_begin(tp, reqs[i].op);
 	for (i = 0; i < n; i++) {
 		ssize_t r = reqs[i].op ? finish(tp, &reqs[i], why) : -EINVAL;
 
@@ -667,6 +698,12 @@ ssize_t gw_tp_cancel(struct gw_tp *tp, struct gw_tp_req *req)
 	if (!tp || !req || !req->op)
 		return -EINVAL;
 	return finish(tp, req, -ECANCELED);
+}
+
+void gw_tp_cancel_begin(struct gw_tp *tp, struct gw_tp_req *req)
+{
+	if (tp && req && req->op)
+		cancel_begin(tp, req->op);
 }
 
 int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req)

@@ -333,6 +333,12 @@ int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeou
  */
 ssize_t gw_tp_cancel(struct gw_tp *tp, struct gw_tp_req *req);
 /**
+ * gw_tp_cancel_begin() - ask for req back without waiting. Withdrawing many
+ * requests: begin each, then gw_tp_cancel() each; the first of those drains
+ * them all under one deadline instead of one each.
+ */
+void gw_tp_cancel_begin(struct gw_tp *tp, struct gw_tp_req *req);
+/**
  * gw_tp_test() - progress once without sleeping.
  * Return: 1 when req has completed (gw_tp_wait() then returns at once), 0 when
  * not yet, -EINVAL for a request not in flight.
@@ -446,6 +452,7 @@ struct gw_tp {
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
 	unsigned orphans;     /* ops whose waiter gave up */
+	unsigned cancels;     /* ops cancelled whose completion has not come */
 	int64_t leave_by;     /* leaving (linger): posts give up at this time */
 	struct gw_tp_mr *mrs; /* caller registrations */
 };
