@@ -193,7 +193,11 @@ int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
  * Return: 0 or -errno (-ETIMEDOUT, -EBADMSG, -EPROTO, transport errors).
  */
 int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r);
-/** gw_ctx_waitall() - wait for all; returns the first error (all are waited). */
+/**
+ * gw_ctx_waitall() - wait for all under one deadline (the context's timeout
+ * from now); returns the first error (all are waited, or withdrawn when the
+ * deadline passes).
+ */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n);
 
 /**

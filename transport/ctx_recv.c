@@ -202,7 +202,8 @@ static void failed(struct gw_ctx *ctx, int peer, enum tp_op_dir dir)
 	}
 }
 
-int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
+/* gw_ctx_wait() with timeout_ms left (0: only what has completed). */
+static int wait_for(struct gw_ctx *ctx, struct gw_ctx_req *r, int timeout_ms)
 {
 	struct conn_slot *cs = r->cs;
 	ssize_t got;
@@ -213,7 +214,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 		got = (ssize_t)cs->stash;
 		cs->stash = 0;
 	} else {
-		got = gw_tp_wait(ctx->tp, &r->tp, ctx->timeout_ms);
+		got = gw_tp_wait(ctx->tp, &r->tp, timeout_ms);
 	}
 	r->cs = NULL;
 	if (r->dir == OP_SEND) {
@@ -246,13 +247,32 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 	return deliver(ctx, r, cs, (size_t)got);
 }
 
+int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
+{
+	return wait_for(ctx, r, ctx->timeout_ms);
+}
+
+/*
+ * One deadline for all n: requests to dead peers cost the timeout once, not
+ * once each. Past it, the ones left are withdrawn together (one drain).
+ */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)
 {
+	int64_t deadline = gw_now_ms() + ctx->timeout_ms;
+	bool late = false;
 	int first = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		int rc = r[i].cs ? gw_ctx_wait(ctx, &r[i]) : 0;
+		int64_t left = deadline - gw_now_ms();
+		int rc = 0;
 
+		if (left <= 0 && !late) {
+			late = true;
+			for (size_t j = i; j < n; j++)
+				gw_ctx_abort_begin(ctx, &r[j]);
+		}
+		if (r[i].cs)
+			rc = wait_for(ctx, &r[i], left > 0 ? (int)left : 0);
 		if (rc && !first)
 			first = rc;
 	}
