@@ -504,12 +504,16 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		goto out;
 	}
 	if (rank == 0 && !o->json) {
+		const char *iface = cc.tp.iface ? cc.tp.iface : "(default)";
+
 		links_of(ctx, links, sizeof(links));
+		if (!strcmp(links, "shm")) /* no network link */
+			iface = "unused (shm)";
 		printf("# gradwire-perf: %d rank%s on %d host%s, allreduce %s, codec %s, provider "
 		       "%s, iface %s, min_compress %llu B, warmup %d, iters %d\n",
 		       size, size == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", algo, codec,
-		       links, cc.tp.iface ? cc.tp.iface : "(default)",
-		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
+		       links, iface, (unsigned long long)cc.min_compress_bytes, o->warmup,
+		       o->iters);
 		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
 		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err", "identical", "overhead",
 		       "state_MiB", "codec");
