@@ -2,9 +2,10 @@
 /*
  * test_transport.c - the transport base over loopback, with forked ranks:
  * rings of 2 and 4 ranks (1 B to 64 MiB, every byte checked), all-to-all
- * with many tags in flight, receive timeouts, a wait that signals keep
- * interrupting, receives posted in the other order, truncation, a peer
- * killed mid-transfer, forced registration, and the shm provider.
+ * with many tags in flight, receive timeouts, sends withdrawn past their
+ * deadline, a wait that signals keep interrupting, receives posted in the
+ * other order, truncation, a peer killed mid-transfer, forced registration,
+ * and the shm provider.
  *
  * Everything runs on "lo" (net, or tcp;ofi_rxm: tp_net_provider()) or shm;
  * nothing else is a target.
@@ -339,6 +340,92 @@ static void test_timeout(void)
 
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 20, timeout_body, &tcp_env, codes), 0);
 	expect_codes("timeout", codes, 2, NULL);
+}
+
+/* ---- sends past their deadline: withdrawn together ------------------------ */
+
+#define LATE_SENDS 8
+#define LATE_LEN (4u << 20)
+
+/*
+ * Rank 0 posts LATE_SENDS sends of 4 MiB that rank 1 does not receive yet
+ * and waits for them all with a short timeout. The provider cannot take
+ * back a send already on the socket, so at the deadline each is cancelled
+ * and drained, at most 500 ms: all of them together, not one after another
+ * (which took LATE_SENDS x 500 ms). Then rank 1 receives everything: the
+ * abandoned sends still deliver every byte.
+ */
+static int late_body(int rank, int size, const char *dir, void *arg)
+{
+	const struct tp_env *env = arg;
+	struct gw_tp_req req[LATE_SENDS];
+	struct gw_store *st;
+	uint8_t *buf = tu_alloc((size_t)LATE_SENDS * LATE_LEN);
+	int code = 0, err, late = 0;
+	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
+
+	if (!tp)
+		return 2;
+	/* Connected both ways first: rank 1 makes no progress calls below. */
+	if (ring_step(tp, rank, size, 20, 4096, buf, buf + 4096, TMO))
+		FAIL(1, 4, "first exchange");
+	if (rank == 0) {
+		int64_t t0, dt;
+
+		for (int i = 0; i < LATE_SENDS; i++) {
+			tp_pattern(buf + (size_t)i * LATE_LEN, LATE_LEN, 40 + (unsigned)i);
+			if (gw_tp_isend(tp, 1, 21, (uint32_t)i, buf + (size_t)i * LATE_LEN,
+					LATE_LEN, &req[i]))
+				FAIL(1, 1, "isend %d", i);
+		}
+		t0 = ms();
+		gw_tp_waitall(tp, req, LATE_SENDS, SHORT_TMO);
+		dt = ms() - t0;
+		for (int i = 0; i < LATE_SENDS; i++)
+			late += req[i].result < 0;
+		printf("%d of %d sends late, all withdrawn %lld ms after the wait began "
+		       "(timeout %d ms) ",
+		       late, LATE_SENDS, (long long)dt, SHORT_TMO);
+		if (!late)
+			printf("(the provider took them all: nothing to show) ");
+		if (dt > SHORT_TMO + 500 + 700)
+			FAIL(1, 2, "%d late sends took %lld ms to withdraw", late, (long long)dt);
+	}
+	if (tp_barrier(st, rank, size, "late", TMO))
+		FAIL(2, 1, "barrier");
+	if (rank == 1) {
+		for (int i = 0; i < LATE_SENDS; i++) {
+			uint8_t *b = buf + (size_t)i * LATE_LEN;
+			ssize_t r = gw_tp_recv(tp, 0, 21, (uint32_t)i, b, LATE_LEN);
+
+			if (r != (ssize_t)LATE_LEN || tp_mismatch(b, LATE_LEN, 40 + (unsigned)i))
+				FAIL(3, 3, "late send %d: %zd", i, r);
+		}
+	}
+	/* Rank 0 moves its abandoned sends until rank 1 has them all. */
+	if (rank == 1 && gw_store_set(st, "late-got", "1", 1))
+		FAIL(4, 1, "store set");
+	for (int64_t end = ms() + TMO; rank == 0;) {
+		char got;
+
+		if (gw_store_get(st, "late-got", &got, 1, 1) == 1)
+			break;
+		if (ms() > end)
+			FAIL(4, 2, "rank 1 did not get the late sends");
+		gw_tp_progress(tp, 10);
+	}
+out:
+	tp_close(tp, st);
+	free(buf);
+	return code;
+}
+
+static void test_late_sends(void)
+{
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 40, late_body, &tcp_env, codes), 0);
+	expect_codes("late sends", codes, 2, NULL);
 }
 
 /* ---- a signal during a wait ---------------------------------------------- */
@@ -965,6 +1052,7 @@ int main(void)
 		{ "all-to-all, 48 tags in flight per rank", test_alltoall },
 		{ "receive timeout, then still usable", test_timeout },
 		{ "a signal during a wait does not end it", test_signal_wait },
+		{ "sends past their deadline: withdrawn together, delivered", test_late_sends },
 		{ "slow receiver: 24 sends ahead of their receives", test_slow_receiver },
 		{ "receives posted in the other order: both arrive", test_held },
 		{ "a sender that leaves at once loses nothing", test_sender_leaves },
