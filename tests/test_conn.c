@@ -849,7 +849,14 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 	}
 	fprintf(stderr, "rank %d: the dead peer gave %s after %lld ms\n", rank, gw_strerror(rc),
 		(long long)(gw_now_ms() - t0));
+	/* Leaving does not wait for the dead peer's goodbye. */
+	t0 = gw_now_ms();
 	gw_ctx_destroy(ctx);
+	if (gw_now_ms() - t0 > 1500) {
+		fprintf(stderr, "rank %d: destroy took %lld ms\n", rank,
+			(long long)(gw_now_ms() - t0));
+		return 52;
+	}
 	gw_store_destroy(st);
 	free(x);
 	return 0;

@@ -615,6 +615,24 @@ static void drain(struct gw_tp *tp)
 				orphan(tp, &sl->ops[i]);
 }
 
+/* A result that says the peer cannot be reached (not a refused message). */
+static bool unreachable(ssize_t result)
+{
+	switch (result) {
+	case -ETIMEDOUT:
+	case -ECONNABORTED:
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -ENOTCONN:
+	case -EPIPE:
+	case -EHOSTUNREACH:
+	case -EIO:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /*
  * Hand op's outcome to req and recycle op (unless it became an orphan). Op
  * still in flight is cancelled and drained first; a completion that beats
@@ -632,6 +650,8 @@ static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 	result = op->state == OP_ORPHAN ? why : op->result;
 	if (op->cancelling && result == -ECANCELED)
 		result = why;
+	if (result != -ECANCELED) /* not withdrawn on purpose: says how the peer is */
+		tp->peer_failed[op->peer] = unreachable(result);
 	if (result == -ETIMEDOUT)
 		tp_log(tp, GW_LOG_WARN, "%s rank %d timed out", dir_name(op), op->peer);
 	if (op->state != OP_ORPHAN)

@@ -448,6 +448,7 @@ struct gw_tp {
 
 	fi_addr_t *peer;    /* size entries, in their link's AV */
 	uint8_t *peer_link; /* size entries: index in link[] */
+	bool *peer_failed;  /* size entries: its latest operation failed (linger) */
 
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
