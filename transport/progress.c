@@ -128,8 +128,6 @@ static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
 		op_put(tp, op);
 		return;
 	}
-	if (op->cancelling)
-		tp->cancels--;
 	op->result = result;
 	op->state = OP_DONE;
 }
@@ -564,7 +562,7 @@ int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *b
 /*
  * Ask the provider to give op back. Its completion (cancelled, or done
  * after all) still has to come before its buffer is free again: until then
- * it counts in tp->cancels.
+ * it is posted and cancelling.
  */
 static void cancel_begin(struct gw_tp *tp, struct tp_op *op)
 {
@@ -573,7 +571,6 @@ static void cancel_begin(struct gw_tp *tp, struct tp_op *op)
 	if (op->cancelling || op->state != OP_POSTED)
 		return;
 	op->cancelling = true;
-	tp->cancels++;
 	ret = fi_cancel(&tp->link[op->link].ep->fid, &op->ctx);
 	if (ret)
 		tp_log(tp, GW_LOG_DEBUG, "fi_cancel(%s rank %d): %s", dir_name(op), op->peer,
@@ -588,8 +585,17 @@ static void orphan(struct gw_tp *tp, struct tp_op *op)
 	       "its buffer stays in use until it completes or the context is destroyed",
 	       dir_name(op), op->peer, (unsigned long long)op->tag);
 	op->state = OP_ORPHAN;
-	tp->cancels--;
 	tp->orphans++;
+}
+
+/* The first op cancelled whose completion has not come, or NULL. */
+static struct tp_op *cancelled_op(const struct gw_tp *tp)
+{
+	for (struct tp_slab *sl = tp->slabs; sl; sl = sl->next)
+		for (size_t i = 0; i < 64; i++)
+			if (sl->ops[i].state == OP_POSTED && sl->ops[i].cancelling)
+				return &sl->ops[i];
+	return NULL;
 }
 
 /*
@@ -602,17 +608,16 @@ static void drain(struct gw_tp *tp)
 {
 	int64_t deadline = gw_now_ms() + TP_DRAIN_MS;
 	unsigned step = 0;
+	struct tp_op *op;
 
-	while (tp->cancels) {
+	while (cancelled_op(tp)) {
 		int64_t left = deadline - gw_now_ms();
 
 		if (left <= 0 || progress_wait(tp, left, &step) < 0)
 			break;
 	}
-	for (struct tp_slab *sl = tp->slabs; sl && tp->cancels; sl = sl->next)
-		for (size_t i = 0; i < 64; i++)
-			if (sl->ops[i].state == OP_POSTED && sl->ops[i].cancelling)
-				orphan(tp, &sl->ops[i]);
+	while ((op = cancelled_op(tp)))
+		orphan(tp, op);
 }
 
 /* A result that says the peer cannot be reached (not a refused message). */

@@ -453,7 +453,6 @@ struct gw_tp {
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
 	unsigned orphans;     /* ops whose waiter gave up */
-	unsigned cancels;     /* ops cancelled whose completion has not come */
 	int64_t leave_by;     /* leaving (linger): posts give up at this time */
 	struct gw_tp_mr *mrs; /* caller registrations */
 };
