@@ -407,6 +407,7 @@ static void reap(const pid_t *pid, int *code, int wait_s)
 			waitpid(pid[k], &st, 0);
 		}
 		code[k] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		tp_forget_regions(pid[k]);
 	}
 }
 

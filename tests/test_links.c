@@ -18,6 +18,7 @@
  * Skips (77) without shm.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,6 +402,57 @@ static void test_mismatch(void)
 	run_plain(2, body_mismatch, &a);
 }
 
+/* ---- a region left behind under this pid's name ----------------------- */
+
+/* A killed rank leaves its shm region in /dev/shm, named after its pid by
+ * libfabric's default ("<pid>:<uid>:<index>"); a new process with that pid
+ * came round and failed to open shm (EBUSY). Each rank plants such regions
+ * under its own pid before it opens, then runs a barrier over shm. */
+static int body_stale(int rank, int size, const char *dir, void *arg)
+{
+	const struct links_arg *a = arg;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	struct gw_coll *c = NULL;
+	char err[512] = "", path[4][96];
+	int ret = 0;
+
+	for (int i = 0; i < 4; i++) {
+		int fd;
+
+		snprintf(path[i], sizeof(path[i]), "/dev/shm/%ld:%ld:%d", (long)getpid(),
+			 (long)getuid(), i);
+		fd = open(path[i], O_RDWR | O_CREAT | O_EXCL, 0600);
+		if (fd < 0 || ftruncate(fd, 1 << 16)) {
+			fprintf(stderr, "rank %d: planting %s: %s\n", rank, path[i],
+				strerror(errno));
+			ret = 9;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (!ret && (open_ctx(a, rank, size, dir, &st, &ctx, err, sizeof(err)) ||
+		     gw_coll_create(ctx, &c))) {
+		fprintf(stderr, "rank %d: open beside a stale region: %s\n", rank, err);
+		ret = 10;
+	} else if (!ret && gw_coll_barrier(c)) {
+		ret = 11;
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	for (int i = 0; i < 4; i++)
+		unlink(path[i]);
+	return ret;
+}
+
+static void test_stale(void)
+{
+	struct links_arg a = { 0 };
+
+	run_plain(2, body_stale, &a);
+}
+
 static bool have_shm(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *list = NULL;
@@ -426,6 +478,7 @@ int main(void)
 		{ "an idle waiter sleeps on both links", test_idle },
 		{ "an unavailable GRADWIRE_PROVIDER_LOCAL is an error", test_missing },
 		{ "ranks with different local providers fail at once, naming both", test_mismatch },
+		{ "a region left by a killed rank under this pid does not stop shm", test_stale },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -85,6 +85,25 @@ static void rm_dir(const char *dir)
 	rmdir(dir);
 }
 
+void tp_forget_regions(pid_t pid)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	char prefix[32], path[512];
+	size_t n;
+
+	if (!d)
+		return;
+	n = (size_t)snprintf(prefix, sizeof(prefix), "gw-%ld-", (long)pid);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, n))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 {
 	char dir[] = "/tmp/gw-tp-XXXXXX";
@@ -137,6 +156,7 @@ int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
 					continue;
 				codes[r] = WIFEXITED(status) ? WEXITSTATUS(status)
 							     : 128 + WTERMSIG(status);
+				tp_forget_regions(p);
 				pid[r] = 0;
 				left--;
 			}

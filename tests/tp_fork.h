@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define TP_MAX_RANKS 8
 
@@ -38,6 +39,10 @@ const char *tp_net_provider(void);
  * handles the signal. tp_run()'s ranks call it; a test that forks its own
  * ranks calls it in each. */
 void tp_trace_crashes(void);
+/* Remove the shm regions (/dev/shm/gw-<pid>-*) that the dead process pid
+ * left open: a rank that was killed, or crashed, keeps them otherwise.
+ * tp_run() does it for its ranks. */
+void tp_forget_regions(pid_t pid);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);

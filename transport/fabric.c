@@ -42,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #define GW_TP_INTERNAL
 #include "transport.h"
 
@@ -253,6 +255,32 @@ static int open_cq(struct gw_tp *tp, struct tp_link *l)
 	return tp_errno(fi_cq_open(l->domain, &attr, &l->cq, NULL));
 }
 
+/*
+ * shm's region names. libfabric 1.17 names an endpoint's region in /dev/shm
+ * after the process ("fi_shm://<pid>", then uid and an index per endpoint)
+ * and refuses one whose name is taken (EBUSY) unless the pid recorded in
+ * the old region is dead. A rank that was killed leaves its region behind;
+ * once its pid comes round again, the new process finds the old region
+ * with its own pid recorded in it, and open failed. Naming the region
+ * after the pid and 64 random bits never meets one left behind.
+ */
+static int shm_name(struct fi_info *info)
+{
+	unsigned long long nonce;
+	char name[64], *dup;
+
+	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+		return -errno;
+	snprintf(name, sizeof(name), "fi_shm://gw-%ld-%016llx", (long)getpid(), nonce);
+	dup = strdup(name);
+	if (!dup)
+		return -ENOMEM;
+	free(info->src_addr);
+	info->src_addr = dup;
+	info->src_addrlen = strlen(dup) + 1;
+	return 0;
+}
+
 /* Open link l's objects from l->info (which it then owns, also on failure:
  * freed and cleared). */
 static int link_open(struct gw_tp *tp, struct tp_link *l)
@@ -265,7 +293,11 @@ static int link_open(struct gw_tp *tp, struct tp_link *l)
 	l->mr_mode = l->info->domain_attr->mr_mode;
 	l->auto_progress = l->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
 	l->need_mr = (l->mr_mode & FI_MR_LOCAL) || tp->cfg.force_mr;
+	l->shm = !strcmp(l->info->fabric_attr->prov_name, "shm");
 
+	ret = l->shm ? shm_name(l->info) : 0;
+	if (ret)
+		goto err_info;
 	ret = tp_errno(fi_fabric(l->info->fabric_attr, &l->fabric, NULL));
 	if (ret)
 		goto err_info;
@@ -293,7 +325,6 @@ static int link_open(struct gw_tp *tp, struct tp_link *l)
 	if (ret)
 		goto err_ep;
 	format_addr(l);
-	l->shm = !strcmp(l->info->fabric_attr->prov_name, "shm");
 	if (l->shm) {
 		pthread_mutex_lock(&shm_mu);
 		shm_open_eps++;
@@ -324,6 +355,7 @@ err_fabric:
 	fi_close(&l->fabric->fid);
 	l->fabric = NULL;
 err_info:
+	l->shm = false;
 	tp_log(tp, GW_LOG_ERROR, "opening %s failed: %s", l->info->fabric_attr->prov_name,
 	       gw_strerror(ret));
 	fi_freeinfo(l->info);
