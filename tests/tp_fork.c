@@ -67,41 +67,38 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void rm_dir(const char *dir)
+/* Remove the files of dir whose names start with prefix ("": all but . and ..). */
+static void rm_files(const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
+	size_t n = strlen(prefix);
 	struct dirent *e;
 	char path[512];
 
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    strncmp(e->d_name, prefix, n))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);
 	}
 	closedir(d);
+}
+
+static void rm_dir(const char *dir)
+{
+	rm_files(dir, "");
 	rmdir(dir);
 }
 
 void tp_forget_regions(pid_t pid)
 {
-	DIR *d = opendir("/dev/shm");
-	struct dirent *e;
-	char prefix[32], path[512];
-	size_t n;
+	char prefix[32];
 
-	if (!d)
-		return;
-	n = (size_t)snprintf(prefix, sizeof(prefix), "gw-%ld-", (long)pid);
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, prefix, n))
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-		unlink(path);
-	}
-	closedir(d);
+	snprintf(prefix, sizeof(prefix), "gw-%ld-", (long)pid);
+	rm_files("/dev/shm", prefix);
 }
 
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)
