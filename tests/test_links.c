@@ -10,12 +10,12 @@
  * allreduce of integer values gives the exact sum; that a lossy one (int8
  * across hosts only, none inside) gives bit-identical replicas within a
  * bound; and, with GRADWIRE_MAC=required, that every connection of both
- * kinds authenticates its frames. A waiter with nothing to do sleeps on
- * both links' wait fds instead of spinning. A named local provider that
- * libfabric does not offer fails context creation with an error that
- * names it, and ranks of one host that chose different local providers
- * fail at once with an error that names the peer and both.
- * Skips (77) without shm.
+ * kinds authenticates its frames. Once the context is up, no shm region of
+ * the rank is named in /dev/shm any more, so a killed rank leaves none. A waiter with nothing to do
+ * sleeps on both links' wait fds instead of spinning. A named local provider that libfabric does
+ * not offer fails context creation with an error that names it, and ranks of one host that chose
+ * different local providers fail at once with an error that names the peer and both. Skips (77)
+ * without shm.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -126,6 +126,15 @@ static int body(int rank, int size, const char *dir, void *arg)
 	}
 	if (check_links(ctx, a, rank, size)) {
 		ret = 11;
+		goto out;
+	}
+	/* This host's peer has mapped this rank's shm region in the
+	 * handshake, so its name is gone (a rank killed now leaves nothing in
+	 * /dev/shm), and the calls below still go over shm. */
+	if (tp_named_regions(getpid())) {
+		fprintf(stderr, "rank %d: %d shm regions still named in /dev/shm\n", rank,
+			tp_named_regions(getpid()));
+		ret = 13;
 		goto out;
 	}
 	if (gw_coll_create(ctx, &c)) {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,38 +68,54 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Remove the files of dir whose names start with prefix ("": all but . and ..). */
-static void rm_files(const char *dir, const char *prefix)
+/* The files of dir whose names start with prefix ("": all but . and ..):
+ * how many, each removed first when rm. */
+static int each_file(const char *dir, const char *prefix, bool rm)
 {
 	DIR *d = opendir(dir);
-	size_t n = strlen(prefix);
+	size_t len = strlen(prefix);
 	struct dirent *e;
 	char path[512];
+	int n = 0;
 
 	if (!d)
-		return;
+		return 0;
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    strncmp(e->d_name, prefix, n))
+		    strncmp(e->d_name, prefix, len))
 			continue;
+		n++;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
+		if (rm)
+			unlink(path);
 	}
 	closedir(d);
+	return n;
 }
 
 static void rm_dir(const char *dir)
 {
-	rm_files(dir, "");
+	each_file(dir, "", true);
 	rmdir(dir);
 }
 
-void tp_forget_regions(pid_t pid)
+/* pid's shm regions in /dev/shm ("gw-<pid>-<random>:<uid>:<index>"). */
+static int regions(pid_t pid, bool rm)
 {
 	char prefix[32];
 
 	snprintf(prefix, sizeof(prefix), "gw-%ld-", (long)pid);
-	rm_files("/dev/shm", prefix);
+	return each_file("/dev/shm", prefix, rm);
+}
+
+void tp_forget_regions(pid_t pid)
+{
+	regions(pid, true);
+}
+
+int tp_named_regions(pid_t pid)
+{
+	return regions(pid, false);
 }
 
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)

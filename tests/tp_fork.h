@@ -43,6 +43,8 @@ void tp_trace_crashes(void);
  * left open: a rank that was killed, or crashed, keeps them otherwise.
  * tp_run() does it for its ranks. */
 void tp_forget_regions(pid_t pid);
+/* How many shm regions of process pid are named in /dev/shm. */
+int tp_named_regions(pid_t pid);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);

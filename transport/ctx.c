@@ -189,6 +189,10 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 		ctx_log(ctx, GW_LOG_ERROR, "%s", err);
 		goto err_free;
 	}
+	/* Every peer on this host has sent to this rank over shm in the
+	 * handshake, so it has mapped this rank's region: the region's name can
+	 * go, and a rank killed from now on leaves no 16 MiB file in /dev/shm. */
+	gw_tp_shm_unname(ctx->tp);
 	*out = ctx;
 	return 0;
 err_free:

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 #define GW_TP_INTERNAL
@@ -279,6 +280,28 @@ static int shm_name(struct fi_info *info)
 	info->src_addr = dup;
 	info->src_addrlen = strlen(dup) + 1;
 	return 0;
+}
+
+int gw_tp_shm_unname(struct gw_tp *tp)
+{
+	int rc = 0;
+
+	for (int i = 0; tp && i < tp->nlinks; i++) {
+		const struct tp_link *l = &tp->link[i];
+		const char *name = strstr(l->addr_str, "://"); /* "fi_shm://<name>" */
+
+		if (!l->shm)
+			continue;
+		if (!name) {
+			tp_log(tp, GW_LOG_WARN, "shm address %s names no region", l->addr_str);
+			rc = -EINVAL;
+		} else if (shm_unlink(name + 3) && errno != ENOENT) {
+			rc = -errno;
+			tp_log(tp, GW_LOG_WARN, "removing the name of shm region %s: %s", name + 3,
+			       strerror(errno));
+		}
+	}
+	return rc;
 }
 
 /* Open link l's objects from l->info (which it then owns, also on failure:

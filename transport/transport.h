@@ -201,6 +201,15 @@ void gw_tp_post_once(struct gw_tp *tp, bool on);
 /** gw_tp_addr_str() - the first link's address as text (for logs and
  * tests): the main link's when it is open. */
 const char *gw_tp_addr_str(const struct gw_tp *tp);
+/**
+ * gw_tp_shm_unname() - remove the names of tp's shm regions from /dev/shm.
+ * Only once every peer on this host has mapped them, i.e. has sent to this
+ * rank over shm: a region lives on while it is mapped, but no peer can map
+ * it any more. From then on a rank that is killed leaves nothing in
+ * /dev/shm. Return: 0, or -errno when a name could not be removed (one
+ * already gone is no error); the transport works on either way.
+ */
+int gw_tp_shm_unname(struct gw_tp *tp);
 
 /* ---- memory registration ------------------------------------------------- */
 
