@@ -10,12 +10,13 @@
  * allreduce of integer values gives the exact sum; that a lossy one (int8
  * across hosts only, none inside) gives bit-identical replicas within a
  * bound; and, with GRADWIRE_MAC=required, that every connection of both
- * kinds authenticates its frames. Once the context is up, no shm region of
- * the rank is named in /dev/shm any more, so a killed rank leaves none. A waiter with nothing to do
- * sleeps on both links' wait fds instead of spinning. A named local provider that libfabric does
- * not offer fails context creation with an error that names it, and ranks of one host that chose
- * different local providers fail at once with an error that names the peer and both. Skips (77)
- * without shm.
+ * kinds authenticates its frames. Once the context is up, no shm region
+ * of the rank is named in /dev/shm any more (a killed rank leaves none).
+ * A waiter with nothing to do sleeps on both links' wait fds instead of
+ * spinning. A named local provider that libfabric does not offer fails
+ * context creation with an error that names it, and ranks of one host
+ * that chose different local providers fail at once with an error that
+ * names the peer and both. Skips (77) without shm.
  */
 #include <errno.h>
 #include <fcntl.h>
