@@ -43,6 +43,7 @@ struct conn_arg {
 	int kill_rank;	      /* rank that dies mid-transfer, or -1 */
 	int messages;	      /* long run */
 	bool zerocopy;	      /* exchange: exact sends with GW_CTX_ZEROCOPY */
+	int timeout_ms;	      /* the context's (0: TIMEOUT_MS) */
 	char keydir[64];
 };
 
@@ -52,7 +53,7 @@ static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 			      a->provider ? a->iface : "lo",
 			      false,
 			      GW_LOG_ERROR,
-			      TIMEOUT_MS,
+			      a->timeout_ms ? a->timeout_ms : TIMEOUT_MS,
 			      0 };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
 
@@ -873,6 +874,86 @@ static void test_killed_peer(void)
 	CU_ASSERT_EQUAL(codes[2], 128 + SIGKILL);
 }
 
+/* ---- sends past the deadline: withdrawn together ------------------------- */
+
+#define LATE 6
+#define LATE_N (UINT64_C(1) << 20) /* values: 4 MiB */
+#define LATE_TMO 400
+
+/*
+ * Rank 0 posts LATE exact sends of 4 MiB that rank 1 takes only later, and
+ * waits for them all in one gw_ctx_waitall() with a 400 ms timeout. net
+ * cannot take back a send it has begun or queued, so withdrawing the late
+ * ones costs a drain of 500 ms: one for all of them. (Finishing them in
+ * turn drained once for the send whose wait ran into the deadline and once
+ * more for the rest: 400 + 2 x 500 ms at least.) Then rank 1 receives
+ * every one, value for value: the withdrawn sends still deliver.
+ */
+static int body_late(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	float *x = tu_alloc(LATE * LATE_N * 4), *want = tu_alloc(LATE_N * 4);
+	struct gw_ctx_req r[LATE];
+	struct gw_store *st;
+	char err[512], got;
+	int rc, code = 0;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+
+	if (!ctx)
+		return 70;
+	if (rank == 0) {
+		int64_t t0;
+
+		for (int i = 0; i < LATE; i++) {
+			data_of(x + i * LATE_N, LATE_N, 0, i);
+			if (gw_ctx_isend(ctx, 1, 30 + (uint32_t)i, x + i * LATE_N, LATE_N, 0,
+					 &r[i]))
+				return 71;
+		}
+		t0 = gw_now_ms();
+		rc = gw_ctx_waitall(ctx, r, LATE);
+		t0 = gw_now_ms() - t0;
+		printf("%s after %lld ms (timeout %d ms) ", gw_strerror(rc), (long long)t0,
+		       LATE_TMO);
+		if (rc != -ETIMEDOUT || t0 > LATE_TMO + 500 + 400)
+			code = 72;
+	}
+	if (tp_barrier(st, rank, size, "late-waited", TIMEOUT_MS))
+		code = 73;
+	for (int i = 0; rank == 1 && !code && i < LATE; i++) {
+		data_of(want, LATE_N, 0, i);
+		rc = gw_ctx_irecv(ctx, 0, 30 + (uint32_t)i, x, LATE_N, 0, &r[0]);
+		if (!rc)
+			rc = gw_ctx_waitall(ctx, r, 1);
+		if (rc || memcmp(x, want, LATE_N * 4)) {
+			fprintf(stderr, "rank 1: late send %d: %s\n", i, gw_strerror(rc));
+			code = 74;
+		}
+	}
+	if (rank == 1 && gw_store_set(st, "late-got", "1", 1))
+		code = 75;
+	/* Rank 0 moves its withdrawn sends until rank 1 has them all. */
+	for (int64_t end = gw_now_ms() + TIMEOUT_MS; rank == 0 && !code;) {
+		if (gw_store_get(st, "late-got", &got, 1, 1) == 1)
+			break;
+		if (gw_now_ms() > end)
+			code = 76;
+		gw_ctx_progress(ctx, 10);
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	free(x);
+	free(want);
+	return code;
+}
+
+static void test_late_sends(void)
+{
+	struct conn_arg a = { .codec = "none", .kill_rank = -1, .timeout_ms = LATE_TMO };
+
+	run(2, 60, body_late, &a, 0);
+}
+
 /* ---- a long run (the sanitizer build checks it for leaks) ------------------ */
 
 static int body_long(int rank, int size, const char *dir, void *arg)
@@ -1261,6 +1342,7 @@ int main(void)
 		{ "hostile peer: forged frames", test_hostile_frames },
 		{ "hostile peer: garbage handshake", test_garbage_hello },
 		{ "peer killed mid-transfer", test_killed_peer },
+		{ "sends past the deadline: withdrawn in one drain", test_late_sends },
 		{ "10,000 messages", test_long_run },
 		CU_TEST_INFO_NULL,
 	};

@@ -196,7 +196,7 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r);
 /**
  * gw_ctx_waitall() - wait for all under one deadline (the context's timeout
  * from now); returns the first error (all are waited, or withdrawn when the
- * deadline passes).
+ * deadline passes: the late ones together, in one drain of the transport).
  */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n);
 

@@ -254,25 +254,30 @@ int gw_ctx_wait(struct gw_ctx *ctx, struct gw_ctx_req *r)
 
 /*
  * One deadline for all n: requests to dead peers cost the timeout once, not
- * once each. Past it, the ones left are withdrawn together (one drain).
+ * once each. Until it, waiting only moves the transport; the requests still
+ * late then are withdrawn together, in one drain. (Finishing each in turn
+ * drained twice: once for the request whose wait ran into the deadline, once
+ * more for all the others, up to 2 x 500 ms past it.)
  */
 int gw_ctx_waitall(struct gw_ctx *ctx, struct gw_ctx_req *r, size_t n)
 {
-	int64_t deadline = gw_now_ms() + ctx->timeout_ms;
-	bool late = false;
+	int64_t deadline = gw_now_ms() + ctx->timeout_ms, left;
 	int first = 0;
 
+	if (n == 1) /* alone, its own wait withdraws it */
+		return r->cs ? wait_for(ctx, r, ctx->timeout_ms) : 0;
+	for (size_t i = 0; i < n; i++)
+		while (r[i].cs && gw_ctx_test(ctx, &r[i]) == 0 &&
+		       (left = deadline - gw_now_ms()) > 0)
+			if (gw_ctx_progress(ctx, (int)left) < 0)
+				goto late; /* the CQ failed: the waits below say how */
+late:
+	for (size_t i = 0; i < n; i++)
+		if (r[i].cs && gw_ctx_test(ctx, &r[i]) == 0)
+			gw_ctx_abort_begin(ctx, &r[i]);
 	for (size_t i = 0; i < n; i++) {
-		int64_t left = deadline - gw_now_ms();
-		int rc = 0;
+		int rc = r[i].cs ? wait_for(ctx, &r[i], 0) : 0;
 
-		if (left <= 0 && !late) {
-			late = true;
-			for (size_t j = i; j < n; j++)
-				gw_ctx_abort_begin(ctx, &r[j]);
-		}
-		if (r[i].cs)
-			rc = wait_for(ctx, &r[i], left > 0 ? (int)left : 0);
 		if (rc && !first)
 			first = rc;
 	}
