@@ -11,7 +11,9 @@
  * across hosts only, none inside) gives bit-identical replicas within a
  * bound; and, with GRADWIRE_MAC=required, that every connection of both
  * kinds authenticates its frames. Once the context is up, no shm region
- * of the rank is named in /dev/shm any more (a killed rank leaves none).
+ * of the rank is named in /dev/shm any more (a killed rank leaves none),
+ * and the regions of ranks killed before are removed by the next shm link
+ * unless a live rank holds them.
  * A waiter with nothing to do sleeps on both links' wait fds instead of
  * spinning. A named local provider that libfabric does not offer fails
  * context creation with an error that names it, and ranks of one host
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -463,6 +466,128 @@ static void test_stale(void)
 	run_plain(2, body_stale, &a);
 }
 
+/* ---- regions of ranks that are gone ---------------------------------- */
+
+/* A region named like gradwire's, of a pid beyond any pid_max. */
+#define GONE(x) "/dev/shm/gw-4999999-00000000000000" x ":0:0"
+
+/* Create path, held (a shared flock) when held, modified age_s seconds
+ * ago (only then: a sweep must never see it old and not held); its fd, or
+ * -1. */
+static int plant(const char *path, bool held, int age_s)
+{
+	struct timespec t[2];
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age_s;
+	t[1] = t[0];
+	if (fd >= 0 && ((held && flock(fd, LOCK_SH)) || futimens(fd, t))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * A rank killed before its context was up leaves its region named in
+ * /dev/shm. Rank 0 plants such regions, then opens a transport over shm:
+ * the one nobody holds and older than a minute goes; one held (flock), a
+ * fresh one and a name of another form stay. Rank 1 makes rank 0's own
+ * region, named and waiting for it, look two hours old before it opens: rank
+ * 0 holds its lock, so rank 1's sweep leaves it, and rank 1 can send to it
+ * over shm (which maps rank 0's region by its name).
+ */
+static int body_sweep(int rank, int size, const char *dir, void *arg)
+{
+	const char *stale = GONE("aa"), *held = GONE("bb"), *fresh = GONE("cc");
+	const char *other = "/dev/shm/gw-4999999-zz:0:0";
+	struct tp_env env = { "shm", NULL, false, GW_LOG_ERROR, 15000, 0 };
+	struct gw_store *st = NULL;
+	struct gw_tp *tp = NULL;
+	struct gw_tp_req r;
+	int fd[4] = { -1, -1, -1, -1 }, ret = 0, err;
+	char path[96], msg[8] = "";
+	long peer = 0;
+	FILE *f;
+
+	(void)arg;
+	if (rank == 1)
+		strcpy(msg, "sweep");
+	snprintf(path, sizeof(path), "%s/pid-0", dir);
+	if (rank == 0) {
+		fd[0] = plant(stale, false, 7200);
+		fd[1] = plant(held, true, 7200);
+		fd[2] = plant(fresh, false, 0);
+		fd[3] = plant(other, false, 7200);
+		f = fopen(path, "w");
+		if (fd[0] < 0 || fd[1] < 0 || fd[2] < 0 || fd[3] < 0 || !f ||
+		    fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f)) {
+			fprintf(stderr, "rank 0: planting: %s\n", strerror(errno));
+			ret = 9;
+			goto out;
+		}
+		close(fd[0]);
+		fd[0] = -1;
+	} else {
+		/* Rank 0's region, named while it waits for this rank. */
+		for (int64_t end = gw_now_ms() + 10000; !peer && gw_now_ms() < end;) {
+			f = fopen(path, "r");
+			if (!f || fscanf(f, "%ld", &peer) != 1 || tp_named_regions((pid_t)peer) < 1)
+				peer = 0;
+			if (f)
+				fclose(f);
+			usleep(10000);
+		}
+		/* Made to look old once made (libfabric sizes the file after
+		 * creating it, which sets its time). */
+		usleep(300000);
+		if (!peer || tp_age_regions((pid_t)peer, 7200) < 1) {
+			fprintf(stderr, "rank 1: rank 0's region never showed\n");
+			ret = 9;
+			goto out;
+		}
+	}
+	tp = tp_open(&env, rank, size, dir, &st, &err);
+	if (!tp) {
+		ret = 10;
+		goto out;
+	}
+	/* Rank 1 sends: it maps rank 0's region by its name to do so. */
+	err = rank ? gw_tp_isend(tp, 0, 1, 0, msg, sizeof(msg), &r)
+		   : gw_tp_irecv(tp, 1, 1, 0, msg, sizeof(msg), &r);
+	if (err || gw_tp_wait(tp, &r, 15000) != (ssize_t)sizeof(msg) || strcmp(msg, "sweep")) {
+		fprintf(stderr, "rank %d: no message over shm\n", rank);
+		ret = 11;
+	} else if (rank == 0 && (!access(stale, F_OK) || access(held, F_OK) ||
+				 access(fresh, F_OK) || access(other, F_OK))) {
+		fprintf(stderr, "rank 0: stale %d, held %d, fresh %d, other %d (1: still there)\n",
+			!access(stale, F_OK), !access(held, F_OK), !access(fresh, F_OK),
+			!access(other, F_OK));
+		ret = 12;
+	}
+out:
+	if (tp)
+		tp_close(tp, st);
+	if (rank == 0) {
+		for (int i = 0; i < 4; i++)
+			if (fd[i] >= 0)
+				close(fd[i]);
+		unlink(stale);
+		unlink(held);
+		unlink(fresh);
+		unlink(other);
+	}
+	return ret;
+}
+
+static void test_sweep(void)
+{
+	struct links_arg a = { 0 };
+
+	run_plain(2, body_sweep, &a);
+}
+
 static bool have_shm(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *list = NULL;
@@ -489,6 +614,7 @@ int main(void)
 		{ "an unavailable GRADWIRE_PROVIDER_LOCAL is an error", test_missing },
 		{ "ranks with different local providers fail at once, naming both", test_mismatch },
 		{ "a region left by a killed rank under this pid does not stop shm", test_stale },
+		{ "regions of ranks killed before their context was up are removed", test_sweep },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -4,12 +4,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,26 +70,35 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+enum file_op { F_COUNT, F_REMOVE, F_AGE };
+
 /* The files of dir whose names start with prefix ("": all but . and ..):
- * how many, each removed first when rm. */
-static int each_file(const char *dir, const char *prefix, bool rm)
+ * how many, each first removed (F_REMOVE) or given a modification time
+ * age_s seconds ago (F_AGE). */
+static int each_file(const char *dir, const char *prefix, enum file_op op, int age_s)
 {
 	DIR *d = opendir(dir);
 	size_t len = strlen(prefix);
+	struct timespec t[2];
 	struct dirent *e;
 	char path[512];
 	int n = 0;
 
 	if (!d)
 		return 0;
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age_s;
+	t[1] = t[0];
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
 		    strncmp(e->d_name, prefix, len))
 			continue;
 		n++;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (rm)
+		if (op == F_REMOVE)
 			unlink(path);
+		else if (op == F_AGE)
+			utimensat(AT_FDCWD, path, t, 0);
 	}
 	closedir(d);
 	return n;
@@ -95,27 +106,32 @@ static int each_file(const char *dir, const char *prefix, bool rm)
 
 static void rm_dir(const char *dir)
 {
-	each_file(dir, "", true);
+	each_file(dir, "", F_REMOVE, 0);
 	rmdir(dir);
 }
 
 /* pid's shm regions in /dev/shm ("gw-<pid>-<random>:<uid>:<index>"). */
-static int regions(pid_t pid, bool rm)
+static int regions(pid_t pid, enum file_op op, int age_s)
 {
 	char prefix[32];
 
 	snprintf(prefix, sizeof(prefix), "gw-%ld-", (long)pid);
-	return each_file("/dev/shm", prefix, rm);
+	return each_file("/dev/shm", prefix, op, age_s);
 }
 
 void tp_forget_regions(pid_t pid)
 {
-	regions(pid, true);
+	regions(pid, F_REMOVE, 0);
 }
 
 int tp_named_regions(pid_t pid)
 {
-	return regions(pid, false);
+	return regions(pid, F_COUNT, 0);
+}
+
+int tp_age_regions(pid_t pid, int age_s)
+{
+	return regions(pid, F_AGE, age_s);
 }
 
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes)

@@ -45,6 +45,9 @@ void tp_trace_crashes(void);
 void tp_forget_regions(pid_t pid);
 /* How many shm regions of process pid are named in /dev/shm. */
 int tp_named_regions(pid_t pid);
+/* Make pid's shm regions look age_s seconds old (their modification time);
+ * returns how many there are. */
+int tp_age_regions(pid_t pid, int age_s);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);

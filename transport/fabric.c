@@ -36,14 +36,19 @@
  * for shm endpoints that share a process (below, "shm in one process").
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #define GW_TP_INTERNAL
 #include "transport.h"
@@ -282,26 +287,105 @@ static int shm_name(struct fi_info *info)
 	return 0;
 }
 
+/* Link l's shm region: its name in /dev/shm ("fi_shm://<name>"), or NULL. */
+static const char *region_of(const struct tp_link *l)
+{
+	const char *name = strstr(l->addr_str, "://");
+
+	return l->shm && name ? name + 3 : NULL;
+}
+
 int gw_tp_shm_unname(struct gw_tp *tp)
 {
 	int rc = 0;
 
 	for (int i = 0; tp && i < tp->nlinks; i++) {
-		const struct tp_link *l = &tp->link[i];
-		const char *name = strstr(l->addr_str, "://"); /* "fi_shm://<name>" */
+		struct tp_link *l = &tp->link[i];
+		const char *name = region_of(l);
 
 		if (!l->shm)
 			continue;
 		if (!name) {
 			tp_log(tp, GW_LOG_WARN, "shm address %s names no region", l->addr_str);
 			rc = -EINVAL;
-		} else if (shm_unlink(name + 3) && errno != ENOENT) {
+		} else if (shm_unlink(name) && errno != ENOENT) {
 			rc = -errno;
-			tp_log(tp, GW_LOG_WARN, "removing the name of shm region %s: %s", name + 3,
+			tp_log(tp, GW_LOG_WARN, "removing the name of shm region %s: %s", name,
 			       strerror(errno));
 		}
+		if (l->shm_lock >= 0)
+			close(l->shm_lock);
+		l->shm_lock = -1;
 	}
 	return rc;
+}
+
+/*
+ * Regions of ranks killed before their context was up (before
+ * gw_tp_shm_unname()) stay in /dev/shm. While its region is named, a rank
+ * holds a shared flock() on its file (shm_lock()); a new shm link removes
+ * every gradwire region of this user that nobody holds and that was
+ * created over SHM_SWEEP_AGE_S ago (a live rank takes its lock a moment
+ * after libfabric creates the file). A lock, unlike a pid, means the same
+ * in every pid namespace that shares /dev/shm.
+ */
+#define SHM_DIR "/dev/shm"
+#define SHM_SWEEP_AGE_S 60
+
+/* "gw-<pid>-<16 hex digits>:<uid>:<index>", as shm_name() makes them. */
+static bool gw_region(const char *n)
+{
+	unsigned long pid;
+	char hex[17];
+	int end = 0;
+
+	return sscanf(n, "gw-%lu-%16[0-9a-f]%n", &pid, hex, &end) == 2 && strlen(hex) == 16 &&
+	       n[end] == ':';
+}
+
+static void shm_sweep(struct gw_tp *tp)
+{
+	DIR *d = opendir(SHM_DIR);
+	time_t now = time(NULL);
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		struct stat st;
+		int fd;
+
+		if (!gw_region(e->d_name))
+			continue;
+		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		    now - st.st_mtime > SHM_SWEEP_AGE_S && !flock(fd, LOCK_EX | LOCK_NB) &&
+		    !unlinkat(dirfd(d), e->d_name, 0))
+			tp_log(tp, GW_LOG_INFO,
+			       "removed %s/%s: the shm region of a rank that is gone", SHM_DIR,
+			       e->d_name);
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Hold a shared lock on link l's region file while it is named. */
+static void shm_lock(struct gw_tp *tp, struct tp_link *l)
+{
+	const char *name = region_of(l);
+	char path[sizeof(SHM_DIR) + TP_NAME_MAX];
+
+	if (!name)
+		return;
+	snprintf(path, sizeof(path), "%s/%s", SHM_DIR, name);
+	l->shm_lock = open(path, O_RDONLY | O_CLOEXEC);
+	if (l->shm_lock >= 0 && flock(l->shm_lock, LOCK_SH)) {
+		close(l->shm_lock);
+		l->shm_lock = -1;
+	}
+	if (l->shm_lock < 0)
+		tp_log(tp, GW_LOG_DEBUG, "no lock on %s: %s", path, strerror(errno));
 }
 
 /* Open link l's objects from l->info (which it then owns, also on failure:
@@ -317,7 +401,10 @@ static int link_open(struct gw_tp *tp, struct tp_link *l)
 	l->auto_progress = l->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
 	l->need_mr = (l->mr_mode & FI_MR_LOCAL) || tp->cfg.force_mr;
 	l->shm = !strcmp(l->info->fabric_attr->prov_name, "shm");
+	l->shm_lock = -1;
 
+	if (l->shm)
+		shm_sweep(tp);
 	ret = l->shm ? shm_name(l->info) : 0;
 	if (ret)
 		goto err_info;
@@ -349,6 +436,7 @@ static int link_open(struct gw_tp *tp, struct tp_link *l)
 		goto err_ep;
 	format_addr(l);
 	if (l->shm) {
+		shm_lock(tp, l);
 		pthread_mutex_lock(&shm_mu);
 		shm_open_eps++;
 		pthread_mutex_unlock(&shm_mu);
@@ -562,6 +650,9 @@ void tp_fabric_close(struct gw_tp *tp)
 			close_objects(p->ep, p->cq, p->av, p->domain, p->fabric, p->info);
 			free(p);
 		}
+		if (l->shm_lock >= 0)
+			close(l->shm_lock);
+		l->shm_lock = -1;
 		l->shm = false;
 		l->ep = NULL;
 		l->cq = NULL;

@@ -426,6 +426,7 @@ struct tp_link {
 	bool auto_progress;    /* the provider moves data without our calls */
 	bool shm;	       /* counted among this process's shm endpoints (fabric.c) */
 	struct fid_ep *shm_ep; /* shm: quiesced, closed later (fabric.c) */
+	int shm_lock;	       /* shm: fd of the region's file, flock()ed while named */
 	bool need_mr;	       /* FI_MR_LOCAL or force_mr */
 	int wait_fd;	       /* the CQ's wait fd (FI_GETWAIT), or -1 */
 	uint64_t mr_mode;
