@@ -476,13 +476,9 @@ static void test_stale(void)
  * -1. */
 static int plant(const char *path, bool held, int age_s)
 {
-	struct timespec t[2];
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
-	clock_gettime(CLOCK_REALTIME, &t[0]);
-	t[0].tv_sec -= age_s;
-	t[1] = t[0];
-	if (fd >= 0 && ((held && flock(fd, LOCK_SH)) || futimens(fd, t))) {
+	if (fd >= 0 && ((held && flock(fd, LOCK_SH)) || tp_age_file(path, age_s))) {
 		close(fd);
 		fd = -1;
 	}

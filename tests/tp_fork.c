@@ -72,6 +72,16 @@ static int64_t now_ms(void)
 
 enum file_op { F_COUNT, F_REMOVE, F_AGE };
 
+int tp_age_file(const char *path, int age_s)
+{
+	struct timespec t[2];
+
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age_s;
+	t[1] = t[0];
+	return utimensat(AT_FDCWD, path, t, 0);
+}
+
 /* The files of dir whose names start with prefix ("": all but . and ..):
  * how many, each first removed (F_REMOVE) or given a modification time
  * age_s seconds ago (F_AGE). */
@@ -79,16 +89,12 @@ static int each_file(const char *dir, const char *prefix, enum file_op op, int a
 {
 	DIR *d = opendir(dir);
 	size_t len = strlen(prefix);
-	struct timespec t[2];
 	struct dirent *e;
 	char path[512];
 	int n = 0;
 
 	if (!d)
 		return 0;
-	clock_gettime(CLOCK_REALTIME, &t[0]);
-	t[0].tv_sec -= age_s;
-	t[1] = t[0];
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
 		    strncmp(e->d_name, prefix, len))
@@ -98,7 +104,7 @@ static int each_file(const char *dir, const char *prefix, enum file_op op, int a
 		if (op == F_REMOVE)
 			unlink(path);
 		else if (op == F_AGE)
-			utimensat(AT_FDCWD, path, t, 0);
+			tp_age_file(path, age_s);
 	}
 	closedir(d);
 	return n;

@@ -48,6 +48,8 @@ int tp_named_regions(pid_t pid);
 /* Make pid's shm regions look age_s seconds old (their modification time);
  * returns how many there are. */
 int tp_age_regions(pid_t pid, int age_s);
+/* Give path a modification time age_s seconds ago; 0 or -1 (errno). */
+int tp_age_file(const char *path, int age_s);
 /* Fork size ranks running body; codes[r] = exit code. Return: 0, or -errno
  * when the harness itself failed. */
 int tp_run(int size, int limit_s, tp_body body, void *arg, int *codes);
