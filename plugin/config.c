@@ -118,6 +118,14 @@ static const struct param table[] = {
 		    "MAC algorithms in order of preference" },
 	  .type = T_ALGS,
 	  .off = OFF(mac_algs) },
+	{ .info = { "GRADWIRE_ONE_CONNECTION", "boolean", "0",
+		    "0: with a provider over kernel TCP sockets (net, tcp;ofi_rxm) each rank "
+		    "sends from one endpoint and receives on another, so every pair of ranks "
+		    "has a connection per direction (both ways on one socket wait on each "
+		    "other in the kernel); 1: one endpoint, one connection for both "
+		    "directions. Every rank must use the same value" },
+	  .type = T_BOOL,
+	  .off = OFF(one_conn) },
 	{ .info = { "GRADWIRE_FORCE_MR", "boolean", "0",
 		    "register every buffer with libfabric even when the provider does "
 		    "not ask for it (tests the path verbs needs)" },
@@ -368,6 +376,7 @@ void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 	out->tp.job = cfg->job;
 	out->tp.timeout_ms = (int)cfg->timeout_ms;
 	out->tp.force_mr = cfg->force_mr;
+	out->tp.one_conn = cfg->one_conn;
 	out->tp.log_level = cfg->log;
 	out->codec = cfg->codec;
 	out->codec_local = cfg->codec_local;

@@ -30,6 +30,7 @@ struct gw_config {
 	const char *mac_key_file;
 	const char *mac_algs;
 	bool force_mr;
+	bool one_conn; /* GRADWIRE_ONE_CONNECTION */
 	bool stats;
 	int log;	     /* enum gw_log_level */
 	bool gloo_compress;  /* rejected by the Gloo device (plugin/gloo) */

@@ -54,7 +54,8 @@ static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 			      false,
 			      GW_LOG_ERROR,
 			      a->timeout_ms ? a->timeout_ms : TIMEOUT_MS,
-			      0 };
+			      0,
+			      false };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
 
 	c.codec = a->codec_r[rank] ? a->codec_r[rank] : a->codec;
@@ -767,7 +768,8 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		}
 		return 0;
 	} else {
-		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR, TIMEOUT_MS, 0 };
+		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR,
+				      TIMEOUT_MS,	 0,    false };
 		struct gw_store *hst = NULL;
 		struct gw_tp *tp;
 		uint64_t host = 77;

@@ -27,8 +27,8 @@
 #define TCP tp_net_provider()
 #define TMO 15000
 
-static struct tp_env tcp_env = { NULL, "lo", false, GW_LOG_WARN, TMO, 0 };
-static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0 };
+static struct tp_env tcp_env = { NULL, "lo", false, GW_LOG_WARN, TMO, 0, false };
+static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0, false };
 static bool shm_ok;
 static char shm_why[256] = "not probed";
 
@@ -194,6 +194,126 @@ static void test_force_mr(void)
 	env.force_mr = true;
 	run_ring(&env, 2, false, "ring force_mr, per request");
 	run_ring(&env, 2, true, "ring force_mr, registered buffers");
+}
+
+/* ---- a connection per direction ------------------------------------------ */
+
+/* ESTABLISHED TCP sockets of this process (/proc/self/fd against
+ * /proc/net/tcp and tcp6), or -1. */
+static int established_tcp(void)
+{
+	static const char *const tabs[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+	unsigned long ino[256];
+	size_t nino = 0;
+	char path[64], link[64], line[512];
+	int count = 0;
+
+	for (int fd = 0; fd < 1024 && nino < 256; fd++) {
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = 0;
+		if (sscanf(link, "socket:[%lu]", &ino[nino]) == 1)
+			nino++;
+	}
+	for (size_t t = 0; t < 2; t++) {
+		FILE *f = fopen(tabs[t], "r");
+
+		if (!f)
+			return -1;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long inode;
+			unsigned st;
+
+			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &inode) !=
+				    2 ||
+			    st != 1)
+				continue;
+			for (size_t i = 0; i < nino; i++)
+				count += ino[i] == inode;
+		}
+		fclose(f);
+	}
+	return count;
+}
+
+#define DUPLEX_LEN (1 << 20)
+
+/*
+ * Two ranks send each other 1 MiB at once, then count their connections:
+ * one per direction (an endpoint sends, another receives), or one for both
+ * with one_conn. Returns 0, or 10 * step + what.
+ */
+static int duplex_body(int rank, int size, const char *dir, void *arg)
+{
+	const struct tp_env *env = arg;
+	int peer = 1 - rank, want = env->one_conn ? 1 : 2, code = 0, err, got;
+	char *sbuf = malloc(DUPLEX_LEN), *rbuf = malloc(DUPLEX_LEN);
+	struct gw_tp_req rq[2];
+	struct gw_store *st;
+	struct gw_tp *tp = tp_open(env, rank, size, dir, &st, &err);
+
+	if (!tp) {
+		free(sbuf);
+		free(rbuf);
+		return 2;
+	}
+	if (!sbuf || !rbuf)
+		FAIL(0, 9, "out of memory");
+	tp_pattern(sbuf, DUPLEX_LEN, seed_of(rank, peer, 5, 0, DUPLEX_LEN));
+	if (gw_tp_irecv(tp, peer, 5, 0, rbuf, DUPLEX_LEN, &rq[0]) ||
+	    gw_tp_isend(tp, peer, 5, 0, sbuf, DUPLEX_LEN, &rq[1]))
+		FAIL(1, 1, "posting");
+	if (gw_tp_waitall(tp, rq, 2, TMO) || rq[0].result != DUPLEX_LEN ||
+	    tp_mismatch(rbuf, DUPLEX_LEN, seed_of(peer, rank, 5, 0, DUPLEX_LEN)))
+		FAIL(2, 3, "exchange: received %zd bytes", rq[0].result);
+	got = established_tcp();
+	if (got != want)
+		FAIL(3, 3, "%d established TCP connections, want %d", got, want);
+	if (tp_barrier(st, rank, size, "duplex-end", TMO))
+		FAIL(4, 1, "final barrier");
+out:
+	tp_close(tp, st);
+	free(sbuf);
+	free(rbuf);
+	return code;
+}
+
+/* Ranks that disagree on one_conn fail at start-up, both, with -EPROTO (the
+ * peer's address has the other length), rather than hang. */
+static int duplex_mixed_body(int rank, int size, const char *dir, void *arg)
+{
+	struct tp_env env = *(const struct tp_env *)arg;
+	struct gw_store *st;
+	struct gw_tp *tp;
+	int err;
+
+	env.one_conn = rank == 1;
+	tp = tp_open(&env, rank, size, dir, &st, &err);
+	if (tp) {
+		tp_close(tp, st);
+		return 11;
+	}
+	return err == -EPROTO ? 0 : 12;
+}
+
+static void test_duplex(void)
+{
+	struct tp_env env = tcp_env;
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, duplex_body, &env, codes), 0);
+	expect_codes("a connection per direction", codes, 2, NULL);
+	env.one_conn = true;
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, duplex_body, &env, codes), 0);
+	expect_codes("one connection (one_conn)", codes, 2, NULL);
+	env.timeout_ms = 3000;
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, duplex_mixed_body, &env, codes), 0);
+	expect_codes("one_conn on one rank only", codes, 2, NULL);
 }
 
 /* ---- all-to-all: many tags from many peers in flight at once ----------- */
@@ -1049,6 +1169,7 @@ int main(void)
 		{ "arguments, tag layout, self send, no interface fall-back", test_args },
 		{ "ring of 2 ranks, 1 B to 64 MiB", test_ring2 },
 		{ "ring of 4 ranks, 1 B to 64 MiB", test_ring4 },
+		{ "a connection per direction, or one with one_conn", test_duplex },
 		{ "all-to-all, 48 tags in flight per rank", test_alltoall },
 		{ "receive timeout, then still usable", test_timeout },
 		{ "a signal during a wait does not end it", test_signal_wait },

@@ -18,6 +18,7 @@ struct gw_tp_cfg tp_cfg(const struct tp_env *env)
 		.force_mr = env->force_mr,
 		.log_level = env->log_level,
 		.spin_us = env->spin_us,
+		.one_conn = env->one_conn,
 	};
 	return cfg;
 }

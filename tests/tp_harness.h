@@ -29,6 +29,7 @@ struct tp_env {
 	int log_level;
 	int timeout_ms;
 	int spin_us;
+	bool one_conn; /* gw_tp_cfg.one_conn */
 };
 
 struct gw_tp_cfg tp_cfg(const struct tp_env *env);

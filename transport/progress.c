@@ -112,6 +112,14 @@ void tp_ops_free(struct gw_tp *tp)
 
 /* ---- completions ------------------------------------------------------------ */
 
+/* The endpoint op is posted on: a link's receiving one for receives. */
+static struct fid_ep *op_ep(const struct gw_tp *tp, const struct tp_op *op)
+{
+	const struct tp_link *l = &tp->link[op->link];
+
+	return op->dir == OP_RECV && l->rx_ep ? l->rx_ep : l->ep;
+}
+
 static const char *dir_name(const struct tp_op *op)
 {
 	return op->dir == OP_SEND ? "send to" : "receive from";
@@ -458,12 +466,13 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		if (iov && dir == OP_SEND)
 			r = fi_tsendv(l->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);
 		else if (iov)
-			r = fi_trecvv(l->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, 0,
-				      &op->ctx);
+			r = fi_trecvv(op_ep(tp, op), iov, NULL, iovcnt, tp->peer_src[peer], op->tag,
+				      0, &op->ctx);
 		else if (dir == OP_SEND)
 			r = fi_tsend(l->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
-			r = fi_trecv(l->ep, buf, len, desc, tp->peer[peer], op->tag, 0, &op->ctx);
+			r = fi_trecv(op_ep(tp, op), buf, len, desc, tp->peer_src[peer], op->tag, 0,
+				     &op->ctx);
 		if (r != -FI_EAGAIN || tp->post_once)
 			break;
 		if (gw_now_ms() >= deadline) {
@@ -571,7 +580,7 @@ static void cancel_begin(struct gw_tp *tp, struct tp_op *op)
 	if (op->cancelling || op->state != OP_POSTED)
 		return;
 	op->cancelling = true;
-	ret = fi_cancel(&tp->link[op->link].ep->fid, &op->ctx);
+	ret = fi_cancel(&op_ep(tp, op)->fid, &op->ctx);
 	if (ret)
 		tp_log(tp, GW_LOG_DEBUG, "fi_cancel(%s rank %d): %s", dir_name(op), op->peer,
 		       fi_strerror(-ret));

@@ -11,8 +11,11 @@
  * of every rank that link serves (its own included, so a rank can send to
  * itself), each get bounded by cfg->timeout_ms, and inserts them into that
  * link's AV at once. peer[r] is then rank r's address in the AV of link
- * peer_link[r]; a peer is in one link's AV only. The store is only used
- * here; the context keeps no reference to it.
+ * peer_link[r]; a peer is in one link's AV only. A link with an endpoint
+ * per direction (fabric.c) publishes both addresses, the sending one
+ * first: peer[r] is then r's receiving endpoint, where we send, and
+ * peer_src[r] its sending one, where its messages to us come from. The
+ * store is only used here; the context keeps no reference to it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +32,7 @@ static int exchange(struct gw_tp *tp, int li, struct gw_store *st)
 	char key[256], *names;
 	fi_addr_t *addr;
 	int *rank_of;
-	size_t cap, off = 0, k = 0;
+	size_t cap, off = 0, k = 0, per = l->rx_ep ? 2 : 1;
 	bool str;
 	int ret, n;
 
@@ -41,11 +44,12 @@ static int exchange(struct gw_tp *tp, int li, struct gw_store *st)
 	}
 	/* Binary addresses have one length; string ones (shm: FI_ADDR_STR)
 	 * differ, even between endpoints of one process, and go to the AV
-	 * packed, each with its NUL. */
+	 * packed, each with its NUL. Room for any, so that a peer's of another
+	 * length is read and refused as such. */
 	str = l->info->addr_format == FI_ADDR_STR;
-	cap = str ? TP_NAME_MAX : l->namelen;
+	cap = TP_NAME_MAX;
 	names = calloc((size_t)tp->size, cap + 1);
-	addr = calloc((size_t)tp->size, sizeof(*addr));
+	addr = calloc((size_t)tp->size * per, sizeof(*addr));
 	rank_of = calloc((size_t)tp->size, sizeof(*rank_of));
 	ret = -ENOMEM;
 	if (!names || !addr || !rank_of)
@@ -62,27 +66,33 @@ static int exchange(struct gw_tp *tp, int li, struct gw_store *st)
 			ret = got < 0 ? (int)got : -EPROTO;
 			tp_log(tp, GW_LOG_ERROR, "%s address of rank %d (%s): %s%s",
 			       l->info->fabric_attr->prov_name, r, key, gw_strerror(ret),
-			       got >= 0 ? " (length differs: another provider?)" : "");
+			       got >= 0 ? " (length differs: another provider, or "
+					  "GRADWIRE_ONE_CONNECTION set on one side only?)"
+					: "");
 			goto out_free;
 		}
 		off += str ? strnlen(names + off, (size_t)got) + 1 : l->namelen;
 		names[off] = 0; /* calloc'd: only a string that filled cap */
 		rank_of[k++] = r;
 	}
-	n = fi_av_insert(l->av, names, k, addr, 0, NULL);
-	if (n != (int)k) {
+	/* Binary addresses of one length: each rank's one or two are k * per
+	 * entries of the same size. */
+	n = fi_av_insert(l->av, names, k * per, addr, 0, NULL);
+	if (n != (int)(k * per)) {
 		ret = n < 0 ? tp_errno(n) : -EADDRNOTAVAIL;
-		tp_log(tp, GW_LOG_ERROR, "fi_av_insert of %zu %s addresses: %d", k,
+		tp_log(tp, GW_LOG_ERROR, "fi_av_insert of %zu %s addresses: %d", k * per,
 		       l->info->fabric_attr->prov_name, n);
 		goto out_free;
 	}
 	for (size_t i = 0; i < k; i++) {
-		if (addr[i] == FI_ADDR_NOTAVAIL) {
+		if (addr[i * per] == FI_ADDR_NOTAVAIL ||
+		    addr[i * per + per - 1] == FI_ADDR_NOTAVAIL) {
 			tp_log(tp, GW_LOG_ERROR, "address of rank %d refused", rank_of[i]);
 			ret = -EADDRNOTAVAIL;
 			goto out_free;
 		}
-		tp->peer[rank_of[i]] = addr[i];
+		tp->peer_src[rank_of[i]] = addr[i * per];
+		tp->peer[rank_of[i]] = addr[i * per + per - 1];
 	}
 	ret = 0;
 out_free:
@@ -178,9 +188,10 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 	tp->rank = rank;
 	tp->size = size;
 	tp->peer = calloc((size_t)size, sizeof(*tp->peer));
+	tp->peer_src = calloc((size_t)size, sizeof(*tp->peer_src));
 	tp->peer_link = calloc((size_t)size, sizeof(*tp->peer_link));
 	tp->peer_failed = calloc((size_t)size, sizeof(*tp->peer_failed));
-	if (!tp->peer || !tp->peer_link || !tp->peer_failed) {
+	if (!tp->peer || !tp->peer_src || !tp->peer_link || !tp->peer_failed) {
 		ret = -ENOMEM;
 		goto err_free_peer;
 	}
@@ -202,6 +213,7 @@ err_close_fabric:
 	tp_fabric_close(tp);
 err_free_peer:
 	free(tp->peer);
+	free(tp->peer_src);
 	free(tp->peer_link);
 	free(tp->peer_failed);
 	free(tp);
@@ -276,6 +288,7 @@ void gw_tp_destroy(struct gw_tp *tp)
 	}
 	tp_fabric_close(tp);
 	free(tp->peer);
+	free(tp->peer_src);
 	free(tp->peer_link);
 	free(tp->peer_failed);
 	free(tp);

@@ -124,6 +124,11 @@ void gw_store_destroy(struct gw_store *st);
  * @spin_us: how long a waiter polls (yielding the core each time) after
  *           traffic before it sleeps on the CQ: 0 = default (200 us),
  *           < 0 = never sleep (for a rank that owns its core).
+ * @one_conn: a provider over kernel TCP sockets gets one endpoint that
+ *            sends and one that receives, so that each pair of ranks has a
+ *            connection per direction (fabric.c, "Two endpoints"); true
+ *            keeps one endpoint, one connection carrying both directions.
+ *            Every rank must choose alike.
  */
 struct gw_tp_cfg {
 	const char *provider;
@@ -136,6 +141,7 @@ struct gw_tp_cfg {
 	bool force_mr;
 	int log_level;
 	int spin_us;
+	bool one_conn;
 };
 
 struct gw_tp;
@@ -420,7 +426,8 @@ struct tp_link {
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
-	struct fid_ep *ep;
+	struct fid_ep *ep;     /* sends, and receives unless rx_ep */
+	struct fid_ep *rx_ep;  /* two endpoints (fabric.c): receives */
 	bool local;	       /* serves only peers on this host ("addr-local") */
 	bool blocking;	       /* fi_cq_sread works */
 	bool auto_progress;    /* the provider moves data without our calls */
@@ -431,8 +438,8 @@ struct tp_link {
 	int wait_fd;	       /* the CQ's wait fd (FI_GETWAIT), or -1 */
 	uint64_t mr_mode;
 	uint64_t next_key;	/* requested keys when !FI_MR_PROV_KEY */
-	char name[TP_NAME_MAX]; /* our fi_getname() address */
-	size_t namelen;
+	char name[TP_NAME_MAX]; /* our fi_getname() address; ep's then rx_ep's */
+	size_t namelen;		/* of both with rx_ep (binary, equal lengths) */
 	char addr_str[TP_NAME_MAX];
 };
 
@@ -456,9 +463,11 @@ struct gw_tp {
 	size_t tx_iov_limit, rx_iov_limit; /* the smallest of the links' */
 	char prov_desc[64];		   /* gw_tp_provider() with two links */
 
-	fi_addr_t *peer;    /* size entries, in their link's AV */
-	uint8_t *peer_link; /* size entries: index in link[] */
-	bool *peer_failed;  /* size entries: its latest operation failed (linger) */
+	fi_addr_t *peer;     /* size entries, in their link's AV (sends go there) */
+	fi_addr_t *peer_src; /* size entries: where its messages come from (its
+			      * sending endpoint with rx_ep, else peer[]) */
+	uint8_t *peer_link;  /* size entries: index in link[] */
+	bool *peer_failed;   /* size entries: its latest operation failed (linger) */
 
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
