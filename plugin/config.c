@@ -119,11 +119,11 @@ static const struct param table[] = {
 	  .type = T_ALGS,
 	  .off = OFF(mac_algs) },
 	{ .info = { "GRADWIRE_ONE_CONNECTION", "boolean", "0",
-		    "0: with a provider over kernel TCP sockets (net, tcp;ofi_rxm) each rank "
-		    "sends from one endpoint and receives on another, so every pair of ranks "
-		    "has a connection per direction (both ways on one socket wait on each "
-		    "other in the kernel); 1: one endpoint, one connection for both "
-		    "directions. Every rank must use the same value" },
+		    "0: with a provider over kernel TCP sockets (net, tcp;ofi_rxm), two "
+		    "ranks of one IP address (one host) have a connection per direction, "
+		    "as both ways on one socket wait on each other in the kernel; ranks of "
+		    "other addresses keep one connection. 1: one connection per pair "
+		    "everywhere. Every rank must use the same value" },
 	  .type = T_BOOL,
 	  .off = OFF(one_conn) },
 	{ .info = { "GRADWIRE_FORCE_MR", "boolean", "0",

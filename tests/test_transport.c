@@ -12,6 +12,8 @@
  * Each rank body returns 0 or a code naming the failed step, so a failure
  * message says which rank failed where.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -244,9 +246,9 @@ static int established_tcp(void)
 #define DUPLEX_LEN (1 << 20)
 
 /*
- * Two ranks send each other 1 MiB at once, then count their connections:
- * one per direction (an endpoint sends, another receives), or one for both
- * with one_conn. Returns 0, or 10 * step + what.
+ * Two ranks on lo (one IP address) send each other 1 MiB at once, then
+ * count their connections: one per direction (an endpoint sends, another
+ * receives), or one for both with one_conn. Returns 0, or 10 * step + what.
  */
 static int duplex_body(int rank, int size, const char *dir, void *arg)
 {
@@ -303,8 +305,26 @@ static int duplex_mixed_body(int rank, int size, const char *dir, void *arg)
 
 static void test_duplex(void)
 {
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(1000) }, b = a;
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(1000) }, b6 = a6;
 	struct tp_env env = tcp_env;
 	int codes[TP_MAX_RANKS];
+
+	/* A connection per direction only between endpoints of one IP. */
+	a.sin_addr.s_addr = htonl(0x7f000001);
+	b.sin_addr.s_addr = htonl(0x7f000001);
+	b.sin_port = htons(2000);
+	CU_ASSERT_TRUE(gw_tp_same_ip(&a, &b, sizeof(a), FI_SOCKADDR_IN));
+	b.sin_addr.s_addr = htonl(0x0a4d4b02);
+	CU_ASSERT_FALSE(gw_tp_same_ip(&a, &b, sizeof(a), FI_SOCKADDR_IN));
+	CU_ASSERT_FALSE(gw_tp_same_ip(&a, &a, sizeof(a) - 1, FI_SOCKADDR_IN));
+	CU_ASSERT_FALSE(gw_tp_same_ip(&a, &a, sizeof(a), FI_ADDR_STR));
+	a6.sin6_addr.s6_addr[15] = 1;
+	b6.sin6_addr.s6_addr[15] = 1;
+	b6.sin6_port = htons(2000);
+	CU_ASSERT_TRUE(gw_tp_same_ip(&a6, &b6, sizeof(a6), FI_SOCKADDR_IN6));
+	b6.sin6_addr.s6_addr[0] = 0xfd;
+	CU_ASSERT_FALSE(gw_tp_same_ip(&a6, &b6, sizeof(a6), FI_SOCKADDR_IN6));
 
 	CU_ASSERT_EQUAL_FATAL(tp_run(2, 30, duplex_body, &env, codes), 0);
 	expect_codes("a connection per direction", codes, 2, NULL);
@@ -1169,7 +1189,7 @@ int main(void)
 		{ "arguments, tag layout, self send, no interface fall-back", test_args },
 		{ "ring of 2 ranks, 1 B to 64 MiB", test_ring2 },
 		{ "ring of 4 ranks, 1 B to 64 MiB", test_ring4 },
-		{ "a connection per direction, or one with one_conn", test_duplex },
+		{ "one IP: a connection per direction, or one with one_conn", test_duplex },
 		{ "all-to-all, 48 tags in flight per rank", test_alltoall },
 		{ "receive timeout, then still usable", test_timeout },
 		{ "a signal during a wait does not end it", test_signal_wait },

@@ -34,16 +34,18 @@
  *    per domain, so gw_tp_mr_reg() registers on every link that wants it.
  *  - two endpoints: a provider over kernel TCP sockets (net, tcp, and
  *    ofi_rxm over tcp) gets one endpoint that sends and one that receives,
- *    sharing the link's AV and CQ, so each pair of ranks has a connection
- *    per direction. On one connection both ranks' bulk sends meet the
- *    socket's lock: the peer's data and the ACKs that open the window queue
- *    behind a sendmsg() in progress and are processed only when it
- *    returns. Two processes on loopback doing a 2 MiB ring allreduce over
- *    bare sockets (two exchanges of 1 MiB each way) took about 1.0 ms on
- *    one socket and 0.55 ms on two (docs/performance.md).
- *    A rank publishes both addresses; receives are directed at the peer's
- *    sending endpoint (tp.c). Not with FI_MR_ENDPOINT (a registration binds
- *    to one endpoint) nor string addresses; cfg.one_conn turns it off.
+ *    sharing the link's AV and CQ, so that two ranks of one IP address (one
+ *    host) have a connection per direction. On one connection both ranks'
+ *    bulk sends meet the socket's lock: the peer's data and the ACKs that
+ *    open the window queue behind a sendmsg() in progress and are processed
+ *    only when it returns. Two processes on loopback doing a 2 MiB ring
+ *    allreduce over bare sockets (two exchanges of 1 MiB each way) took
+ *    about 1.0 ms on one socket and 0.55 ms on two (docs/performance.md).
+ *    Peers of another IP address keep one connection (tp.c): on a wire the
+ *    ACKs ride on the data going the other way, and pure ACKs on a second
+ *    connection cost 2-3% of a saturated 1 Gbit/s link. A rank publishes
+ *    both addresses. Not with FI_MR_ENDPOINT (a registration binds to one
+ *    endpoint) nor string addresses; cfg.one_conn turns it off.
  * Teardown runs in reverse order of creation (tp_fabric_close()), except
  * for shm endpoints that share a process (below, "shm in one process").
  */
@@ -498,7 +500,7 @@ static int link_open(struct gw_tp *tp, struct tp_link *l)
 	       l->info->fabric_attr->name, l->info->domain_attr->name, l->addr_str,
 	       (unsigned long long)l->mr_mode, l->need_mr ? " (registering buffers)" : "",
 	       l->blocking ? "sleep on the CQ" : "back off",
-	       l->rx_ep ? ", an endpoint per direction" : "");
+	       l->rx_ep ? ", a receiving endpoint for peers of its IP address" : "");
 	return 0;
 
 err_ep:

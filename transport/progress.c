@@ -112,12 +112,15 @@ void tp_ops_free(struct gw_tp *tp)
 
 /* ---- completions ------------------------------------------------------------ */
 
-/* The endpoint op is posted on: a link's receiving one for receives. */
+/* The endpoint op is posted on: the link's receiving one for a receive
+ * from a peer that sends to it (peer[] != peer_src[], tp.c). */
 static struct fid_ep *op_ep(const struct gw_tp *tp, const struct tp_op *op)
 {
 	const struct tp_link *l = &tp->link[op->link];
 
-	return op->dir == OP_RECV && l->rx_ep ? l->rx_ep : l->ep;
+	return op->dir == OP_RECV && l->rx_ep && tp->peer[op->peer] != tp->peer_src[op->peer]
+		       ? l->rx_ep
+		       : l->ep;
 }
 
 static const char *dir_name(const struct tp_op *op)

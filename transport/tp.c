@@ -13,11 +13,15 @@
  * link's AV at once. peer[r] is then rank r's address in the AV of link
  * peer_link[r]; a peer is in one link's AV only. A link with an endpoint
  * per direction (fabric.c) publishes both addresses, the sending one
- * first: peer[r] is then r's receiving endpoint, where we send, and
- * peer_src[r] its sending one, where its messages to us come from. The
- * store is only used here; the context keeps no reference to it.
+ * first. peer_src[r] is r's sending endpoint, where its messages to us come
+ * from; peer[r], where we send, is r's receiving endpoint when r has our
+ * IP address (gw_tp_same_ip(): its traffic never leaves the host), else
+ * its sending one again: one connection, as without the second endpoint.
+ * Both ranks of a pair decide alike. The store is only used here; the
+ * context keeps no reference to it.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +96,10 @@ static int exchange(struct gw_tp *tp, int li, struct gw_store *st)
 			goto out_free;
 		}
 		tp->peer_src[rank_of[i]] = addr[i * per];
-		tp->peer[rank_of[i]] = addr[i * per + per - 1];
+		tp->peer[rank_of[i]] = addr[i * per];
+		if (per == 2 && gw_tp_same_ip(l->name, names + i * l->namelen, l->namelen / 2,
+					      l->info->addr_format))
+			tp->peer[rank_of[i]] = addr[i * per + 1];
 	}
 	ret = 0;
 out_free:
@@ -100,6 +107,26 @@ out_free:
 	free(addr);
 	free(rank_of);
 	return ret;
+}
+
+bool gw_tp_same_ip(const void *a, const void *b, size_t len, uint32_t fmt)
+{
+	struct sockaddr_in a4, b4;
+	struct sockaddr_in6 a6, b6;
+
+	if (fmt == FI_SOCKADDR_IN && len >= sizeof(a4)) {
+		memcpy(&a4, a, sizeof(a4));
+		memcpy(&b4, b, sizeof(b4));
+		return a4.sin_family == AF_INET && b4.sin_family == AF_INET &&
+		       a4.sin_addr.s_addr == b4.sin_addr.s_addr;
+	}
+	if (fmt == FI_SOCKADDR_IN6 && len >= sizeof(a6)) {
+		memcpy(&a6, a, sizeof(a6));
+		memcpy(&b6, b, sizeof(b6));
+		return a6.sin6_family == AF_INET6 && b6.sin6_family == AF_INET6 &&
+		       !memcmp(&a6.sin6_addr, &b6.sin6_addr, sizeof(a6.sin6_addr));
+	}
+	return false;
 }
 
 /* The provider serving this rank's peers on its host (local) or on others:

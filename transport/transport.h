@@ -375,6 +375,14 @@ int64_t gw_now_ms(void);
 
 /* ---- inside the transport ------------------------------------------------- */
 
+/*
+ * gw_tp_same_ip() - whether two fi_getname() addresses of format fmt
+ * (FI_SOCKADDR_IN or FI_SOCKADDR_IN6) carry the same IP address, ports
+ * aside: endpoints of one host's interface. False for other formats. A link
+ * with an endpoint per direction uses it for such peers only (fabric.c).
+ */
+bool gw_tp_same_ip(const void *a, const void *b, size_t len, uint32_t fmt);
+
 #ifdef GW_TP_INTERNAL
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -465,7 +473,8 @@ struct gw_tp {
 
 	fi_addr_t *peer;     /* size entries, in their link's AV (sends go there) */
 	fi_addr_t *peer_src; /* size entries: where its messages come from (its
-			      * sending endpoint with rx_ep, else peer[]) */
+			      * sending endpoint); != peer[] for the peers of
+			      * a link's rx_ep (fabric.c, "Two endpoints") */
 	uint8_t *peer_link;  /* size entries: index in link[] */
 	bool *peer_failed;   /* size entries: its latest operation failed (linger) */
 
