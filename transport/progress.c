@@ -620,7 +620,6 @@ static void drain(struct gw_tp *tp)
 {
 	int64_t deadline = gw_now_ms() + TP_DRAIN_MS;
 	unsigned step = 0;
-	struct tp_op *op;
 
 	while (cancelled_op(tp)) {
 		int64_t left = deadline - gw_now_ms();
@@ -628,8 +627,10 @@ static void drain(struct gw_tp *tp)
 		if (left <= 0 || progress_wait(tp, left, &step) < 0)
 			break;
 	}
-	while ((op = cancelled_op(tp)))
-		orphan(tp, op);
+	for (struct tp_slab *sl = tp->slabs; sl; sl = sl->next) /* one pass */
+		for (size_t i = 0; i < 64; i++)
+			if (sl->ops[i].state == OP_POSTED && sl->ops[i].cancelling)
+				orphan(tp, &sl->ops[i]);
 }
 
 /* A result that says the peer cannot be reached (not a refused message). */
