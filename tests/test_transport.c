@@ -5,7 +5,8 @@
  * with many tags in flight, receive timeouts, sends withdrawn past their
  * deadline, a wait that signals keep interrupting, receives posted in the
  * other order, truncation, a peer killed mid-transfer, forced registration,
- * and the shm provider.
+ * a connection per direction between ranks of one IP address (counted in
+ * /proc), and the shm provider.
  *
  * Everything runs on "lo" (net, or tcp;ofi_rxm: tp_net_provider()) or shm;
  * nothing else is a target.

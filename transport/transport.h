@@ -124,10 +124,10 @@ void gw_store_destroy(struct gw_store *st);
  * @spin_us: how long a waiter polls (yielding the core each time) after
  *           traffic before it sleeps on the CQ: 0 = default (200 us),
  *           < 0 = never sleep (for a rank that owns its core).
- * @one_conn: a provider over kernel TCP sockets gets one endpoint that
- *            sends and one that receives, so that each pair of ranks has a
- *            connection per direction (fabric.c, "Two endpoints"); true
- *            keeps one endpoint, one connection carrying both directions.
+ * @one_conn: false: a provider over kernel TCP sockets gets one endpoint
+ *            that sends and one that receives, and two ranks of one IP
+ *            address have a connection per direction (fabric.c, "two
+ *            endpoints"); true keeps one endpoint, one connection per pair.
  *            Every rank must choose alike.
  */
 struct gw_tp_cfg {
@@ -373,8 +373,6 @@ ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void
 /** gw_now_ms() - CLOCK_MONOTONIC in milliseconds (for deadlines). */
 int64_t gw_now_ms(void);
 
-/* ---- inside the transport ------------------------------------------------- */
-
 /*
  * gw_tp_same_ip() - whether two fi_getname() addresses of format fmt
  * (FI_SOCKADDR_IN or FI_SOCKADDR_IN6) carry the same IP address, ports
@@ -382,6 +380,8 @@ int64_t gw_now_ms(void);
  * with an endpoint per direction uses it for such peers only (fabric.c).
  */
 bool gw_tp_same_ip(const void *a, const void *b, size_t len, uint32_t fmt);
+
+/* ---- inside the transport ------------------------------------------------- */
 
 #ifdef GW_TP_INTERNAL
 #include <rdma/fi_cm.h>
