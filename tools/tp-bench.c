@@ -664,7 +664,7 @@ int main(int argc, char **argv)
 		.reps = 5,
 		.pairs = 0,
 		.iters = 50,
-		.env = { "tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0 },
+		.env = { "tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0, false },
 	};
 	bool netns = false, any_mac = false;
 	int c, rounds = 0;
