@@ -14,13 +14,10 @@
 int ct_open(int rank, int size, const char *dir, const char *codec, const char *codec_local,
 	    uint64_t host_id, int timeout_ms, struct gw_store **st, struct gw_ctx **ctx)
 {
-	struct tp_env env = { tp_net_provider(),
-			      "lo",
-			      false,
-			      GW_LOG_ERROR,
-			      timeout_ms ? timeout_ms : 8000,
-			      0,
-			      false };
+	struct tp_env env = { .provider = tp_net_provider(),
+			      .iface = "lo",
+			      .log_level = GW_LOG_ERROR,
+			      .timeout_ms = timeout_ms ? timeout_ms : 8000 };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	char err[512] = "store";
 	int rc;

@@ -49,13 +49,10 @@ struct conn_arg {
 
 static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 {
-	struct tp_env env = { a->provider ? a->provider : tp_net_provider(),
-			      a->provider ? a->iface : "lo",
-			      false,
-			      GW_LOG_ERROR,
-			      a->timeout_ms ? a->timeout_ms : TIMEOUT_MS,
-			      0,
-			      false };
+	struct tp_env env = { .provider = a->provider ? a->provider : tp_net_provider(),
+			      .iface = a->provider ? a->iface : "lo",
+			      .log_level = GW_LOG_ERROR,
+			      .timeout_ms = a->timeout_ms ? a->timeout_ms : TIMEOUT_MS };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
 
 	c.codec = a->codec_r[rank] ? a->codec_r[rank] : a->codec;
@@ -768,8 +765,10 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		}
 		return 0;
 	} else {
-		struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR,
-				      TIMEOUT_MS,	 0,    false };
+		struct tp_env env = { .provider = tp_net_provider(),
+				      .iface = "lo",
+				      .log_level = GW_LOG_ERROR,
+				      .timeout_ms = TIMEOUT_MS };
 		struct gw_store *hst = NULL;
 		struct gw_tp *tp;
 		uint64_t host = 77;

@@ -316,9 +316,10 @@ static struct gw_coll *open_coll(const struct run *r, int rank, const char *job,
 	 * can die of SIGSEGV in fi_close() of the endpoint after a cut link
 	 * (rxm_handle_comp_error() given a tcp error completion without a
 	 * context; docs/reliability.md). */
-	struct tp_env env = {
-		tp_net_provider(), iface, false, GW_LOG_ERROR, r->timeout_ms, 0, false
-	};
+	struct tp_env env = { .provider = tp_net_provider(),
+			      .iface = iface,
+			      .log_level = GW_LOG_ERROR,
+			      .timeout_ms = r->timeout_ms };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	struct gw_coll *c = NULL;
 	char err[512];

@@ -53,7 +53,10 @@ static int host_of(int rank)
 static int open_ctx(const struct links_arg *a, int rank, int size, const char *dir,
 		    struct gw_store **st, struct gw_ctx **ctx, char *err, size_t errlen)
 {
-	struct tp_env env = { tp_net_provider(), "lo", false, GW_LOG_ERROR, 15000, 0, false };
+	struct tp_env env = { .provider = tp_net_provider(),
+			      .iface = "lo",
+			      .log_level = GW_LOG_ERROR,
+			      .timeout_ms = 15000 };
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	char key[128];
 	int rc;
@@ -498,7 +501,7 @@ static int body_sweep(int rank, int size, const char *dir, void *arg)
 {
 	const char *stale = GONE("aa"), *held = GONE("bb"), *fresh = GONE("cc");
 	const char *other = "/dev/shm/gw-4999999-zz:0:0";
-	struct tp_env env = { "shm", NULL, false, GW_LOG_ERROR, 15000, 0, false };
+	struct tp_env env = { .provider = "shm", .log_level = GW_LOG_ERROR, .timeout_ms = 15000 };
 	struct gw_store *st = NULL;
 	struct gw_tp *tp = NULL;
 	struct gw_tp_req r;

@@ -30,8 +30,8 @@
 #define TCP tp_net_provider()
 #define TMO 15000
 
-static struct tp_env tcp_env = { NULL, "lo", false, GW_LOG_WARN, TMO, 0, false };
-static struct tp_env shm_env = { "shm", NULL, false, GW_LOG_WARN, TMO, 0, false };
+static struct tp_env tcp_env = { .iface = "lo", .log_level = GW_LOG_WARN, .timeout_ms = TMO };
+static struct tp_env shm_env = { .provider = "shm", .log_level = GW_LOG_WARN, .timeout_ms = TMO };
 static bool shm_ok;
 static char shm_why[256] = "not probed";
 

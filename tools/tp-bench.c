@@ -664,7 +664,10 @@ int main(int argc, char **argv)
 		.reps = 5,
 		.pairs = 0,
 		.iters = 50,
-		.env = { "tcp;ofi_rxm", "lo", false, GW_LOG_WARN, 30000, 0, false },
+		.env = { .provider = "tcp;ofi_rxm",
+			 .iface = "lo",
+			 .log_level = GW_LOG_WARN,
+			 .timeout_ms = 30000 },
 	};
 	bool netns = false, any_mac = false;
 	int c, rounds = 0;
