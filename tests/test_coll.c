@@ -167,16 +167,24 @@ static void run(int size, int limit_s, tp_body body, struct coll_arg *a)
 
 static void allreduce_codec(const char *codec, double bound, double wire)
 {
-	for (int size = 1; size <= 5; size++) {
-		/* Pipelined in segments that do not divide the chunks (3 to 5
-		 * ranks), and whole chunks (1, 2 ranks). */
+	/* Whole chunks (1, 2 ranks) and segments that do not divide the
+	 * chunks (2 to 5 ranks). 4001 values on 2 ranks make chunks longer
+	 * than half a segment and at most one, which an exact ring of two
+	 * sends in two halves (coll_ring.c). */
+	static const struct {
+		int size;
+		uint64_t seg;
+	} shapes[] = { { 1, 0 }, { 2, 0 }, { 2, 8188 }, { 3, 8188 }, { 4, 8188 }, { 5, 8188 } };
+
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		int size = shapes[i].size;
 		struct coll_arg a = { .codec = codec,
 				      .bound = bound,
 				      .wire = wire,
 				      .kill_rank = -1,
-				      .seg = size > 2 ? 8188 : 0,
-				      .sizes = { 0, 1, 7, 1000, 65537 },
-				      .nsizes = 5 };
+				      .seg = shapes[i].seg,
+				      .sizes = { 0, 1, 7, 1000, 4001, 65537 },
+				      .nsizes = 6 };
 
 		strcpy(a.dir, "/tmp/gw-coll-XXXXXX");
 		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
