@@ -398,20 +398,21 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
 
 /*
  * Exact transfers among ranks that all reach each other over shm go in
- * whole chunks: there is no encoding to overlap, and each message costs a
- * wake-up of a provider without a wait object (2 ranks, 16 MiB: 3.1-4.7 ms
- * in whole chunks against 6.8-8.3 ms in 1 MiB segments; 4 ranks, 64 MiB: 48-51
- * against 84 ms; over net no difference, 2026-12-02). But reduce-scatter
- * receives land in frame buffers before they are added, and whole chunks
- * post them all at once: memory beyond the caller's buffers grows with the
- * tensor (2 ranks 0.75-1.0x of it, 4 ranks 1.5x, from 16 to 256 MiB).
- * Tensors longer than SHM_WHOLE_MAX go in segments of SHM_SEG_VALUES, at
- * most 2 x WINDOW of them posted: 0.14-0.15x at 256 MiB, but 1.4x the time
- * of whole chunks (2 ranks, 2026-12-02 evening), so only beyond a size
- * where the memory matters more than that (DDP's buckets stay below).
+ * whole chunks up to SHM_WHOLE_MAX values a chunk: there is no encoding to
+ * overlap, and each message costs a wake-up of a provider without a wait
+ * object. Longer chunks go in segments of SHM_SEG_VALUES, so that a segment
+ * is added while it is still in the cache and the next one is copied, and
+ * the frames that hold reduce-scatter receives stay small (at most 2 x
+ * WINDOW segments posted). With shm's copies through its shared buffers
+ * (fi_load.c), 2 ranks, 2026-12-03, medians of 3 interleaved runs, in ms:
+ * 8 MiB 0.97 whole, 1.07-1.14 in 1 MiB segments; 16 MiB 2.96 against
+ * 2.32-2.65; 32 MiB 16.1 against 6.4-7.5; 64 MiB 44.9 against 14.4-16.3 (512
+ * KiB and 2 MiB segments did no better: 2.7-3.6 ms at 16 MiB, 15.4-19.3 at
+ * 64 MiB). With 4 ranks on 2 cores whole 8 MiB chunks were faster (35 against
+ * 49 ms at 32 MiB), but ranks that share a core measure the scheduler.
  */
-#define SHM_WHOLE_MAX (UINT64_C(16) << 20) /* values: 64 MiB */
-#define SHM_SEG_VALUES (UINT64_C(1) << 19) /* 2 MiB */
+#define SHM_WHOLE_MAX (UINT64_C(1) << 20)  /* values a chunk: 4 MiB */
+#define SHM_SEG_VALUES (UINT64_C(1) << 18) /* 1 MiB */
 
 /*
  * HALVES: in a ring of two ranks every step is an exchange within one pair,
@@ -424,13 +425,13 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
  * segments.
  */
 static uint64_t segment_values(const struct gw_coll *c, const struct coll_group *grp,
-			       unsigned lossy, uint64_t n)
+			       unsigned lossy, uint64_t most)
 {
 	double bpv = lossy ? c->wire_bpv : sizeof(float);
 	uint64_t seg = (uint64_t)((double)c->seg_bytes / bpv);
 
 	if (!lossy && grp->shm)
-		return n <= SHM_WHOLE_MAX ? 0 : SHM_SEG_VALUES;
+		return most <= SHM_WHOLE_MAX ? 0 : SHM_SEG_VALUES;
 	if (c->seg_bytes && seg > SEG_VALUES_MAX)
 		seg = SEG_VALUES_MAX;
 	return c->seg_bytes && !seg ? 1 : seg;
@@ -455,7 +456,7 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 			    .id = id,
 			    .base = base };
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
-	seg = segment_values(c, grp, lossy, n);
+	seg = segment_values(c, grp, lossy, most);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
 	if (nseg == 1 && size == 2 && !lossy && !grp->shm && seg && most > seg / 2)
 		nseg = 2; /* see HALVES */

@@ -236,6 +236,47 @@ static void test_busy(void)
 	scenario(true);
 }
 
+/* A child loads gradwire and opens a context (which loads libfabric) with
+ * FI_SHM_DISABLE_CMA set to given (NULL: unset); it exits 0 when the
+ * variable then reads want. Run before this process loads gradwire itself,
+ * so that each child loads libfabric afresh. */
+static int cma_child(const char *given, const char *want)
+{
+	pid_t pid = fork();
+	int status = -1;
+
+	if (pid == 0) {
+		struct gradwire_context *c = NULL;
+		char err[512], dir[] = "/tmp/gw-sig-XXXXXX", cmd[64];
+		const char *now;
+
+		if (given)
+			setenv("FI_SHM_DISABLE_CMA", given, 1);
+		else
+			unsetenv("FI_SHM_DISABLE_CMA");
+		if (load(err, sizeof(err)) || !mkdtemp(dir) || gw->init(err, sizeof(err)) ||
+		    gw->context_create_file(0, 1, dir, &c, err, sizeof(err)))
+			_exit(2);
+		now = getenv("FI_SHM_DISABLE_CMA");
+		gw->context_destroy(c);
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd))
+			_exit(3);
+		_exit(now && !strcmp(now, want) ? 0 : 1);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Loading libfabric turns shm's single-copy (CMA) path off unless the host
+ * chose (transport/fi_load.c). */
+static void test_shm_cma(void)
+{
+	CU_ASSERT_EQUAL(cma_child(NULL, "1"), 0);
+	CU_ASSERT_EQUAL(cma_child("0", "0"), 0);
+}
+
 /* In this process: loading gradwire, and opening a context (which loads
  * libfabric and its providers), change no disposition at all. */
 static void test_load(void)
@@ -262,6 +303,7 @@ static void test_load(void)
 int main(void)
 {
 	static CU_TestInfo tests[] = {
+		{ "loading libfabric sets FI_SHM_DISABLE_CMA=1 unless set", test_shm_cma },
 		{ "loading leaves every disposition as it was", test_load },
 		{ "SIGTERM to an idle rank: default death, peer names it", test_idle },
 		{ "SIGTERM mid-allreduce: default death, peer names it", test_busy },
