@@ -600,12 +600,18 @@ static void orphan(struct gw_tp *tp, struct tp_op *op)
 	tp->orphans++;
 }
 
+/* Whether op was cancelled and its completion has not come. */
+static bool cancel_pending(const struct tp_op *op)
+{
+	return op->state == OP_POSTED && op->cancelling;
+}
+
 /* The first op cancelled whose completion has not come, or NULL. */
 static struct tp_op *cancelled_op(const struct gw_tp *tp)
 {
 	for (struct tp_slab *sl = tp->slabs; sl; sl = sl->next)
 		for (size_t i = 0; i < 64; i++)
-			if (sl->ops[i].state == OP_POSTED && sl->ops[i].cancelling)
+			if (cancel_pending(&sl->ops[i]))
 				return &sl->ops[i];
 	return NULL;
 }
@@ -629,7 +635,7 @@ static void drain(struct gw_tp *tp)
 	}
 	for (struct tp_slab *sl = tp->slabs; sl; sl = sl->next) /* one pass */
 		for (size_t i = 0; i < 64; i++)
-			if (sl->ops[i].state == OP_POSTED && sl->ops[i].cancelling)
+			if (cancel_pending(&sl->ops[i]))
 				orphan(tp, &sl->ops[i]);
 }
 
