@@ -415,7 +415,8 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
 #define SHM_SEG_VALUES (UINT64_C(1) << 18) /* 1 MiB */
 
 /*
- * HALVES: in a ring of two ranks every step is an exchange within one pair,
+ * Values per segment of a ring whose largest chunk has most values (0: whole
+ * chunks). In a ring of two ranks every step is an exchange within one pair,
  * and an exact chunk of more than half a segment, up to one, goes in two
  * halves so that the second is on the wire while the first is added and
  * passed on. Over TCP on lo, 2 MiB took 430 us against 714 in one 1 MiB
@@ -434,7 +435,11 @@ static uint64_t segment_values(const struct gw_coll *c, const struct coll_group 
 		return most <= SHM_WHOLE_MAX ? 0 : SHM_SEG_VALUES;
 	if (c->seg_bytes && seg > SEG_VALUES_MAX)
 		seg = SEG_VALUES_MAX;
-	return c->seg_bytes && !seg ? 1 : seg;
+	if (c->seg_bytes && !seg)
+		return 1;
+	if (!lossy && grp->size == 2 && most <= seg && most > seg / 2)
+		return (most + 1) / 2; /* two halves */
+	return seg;
 }
 
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
@@ -458,8 +463,6 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
 	seg = segment_values(c, grp, lossy, most);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
-	if (nseg == 1 && size == 2 && !lossy && !grp->shm && seg && most > seg / 2)
-		nseg = 2; /* see HALVES */
 	if (nseg > budget / steps)
 		nseg = budget / steps;
 	g->nseg = (uint32_t)nseg;
