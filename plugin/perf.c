@@ -181,6 +181,15 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* This process's CPU time, every thread (libfabric's included). */
+static double cpu_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static uint64_t splitmix(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -263,6 +272,21 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Median over the calls of the largest value any rank had in that call;
+ * all holds each rank's stride values, the calls' at off. Sorts v. */
+static double median_of_max(const double *all, int size, int iters, size_t stride, size_t off,
+			    double *v)
+{
+	for (int i = 0; i < iters; i++) {
+		v[i] = 0;
+		for (int r = 0; r < size; r++)
+			if (all[(size_t)r * stride + off + i] > v[i])
+				v[i] = all[(size_t)r * stride + off + i];
+	}
+	qsort(v, (size_t)iters, sizeof(double), cmp_double);
+	return iters % 2 ? v[iters / 2] : (v[iters / 2 - 1] + v[iters / 2]) / 2;
+}
+
 static void json_str(const char *s)
 {
 	putchar('"');
@@ -298,7 +322,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	int rank = gw_ctx_rank(ctx), size = gw_ctx_size(ctx), rc, bad = 0;
 	uint64_t n = bytes / sizeof(float), raw0, wire0, raw = 0, wire = 0;
 	struct rank_info me;
-	double err = 0, t, med, algbw, busbw, overhead;
+	double err = 0, t, cpu, med, med_cpu, algbw, busbw, overhead;
 	int64_t extra = INT64_MIN;
 	uint64_t state = 0;
 	double slope = 0;
@@ -332,10 +356,12 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 		if (rc)
 			return rc;
 		t = now_s();
+		cpu = cpu_s();
 		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
 		if (rc)
 			return rc;
 		times[i] = now_s() - t;
+		times[o->iters + i] = cpu_s() - cpu;
 		rss[i] = (double)proc_status("VmRSS"); /* outside the timing */
 	}
 	me.slope = slope_of(rss, o->iters / 4, o->iters);
@@ -350,7 +376,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	me.wire -= wire0;
 	rc = gw_coll_allgather(c, &me, all, sizeof(me));
 	if (!rc)
-		rc = gw_coll_allgather(c, times, all_times, (size_t)o->iters * sizeof(double));
+		rc = gw_coll_allgather(c, times, all_times, 2 * (size_t)o->iters * sizeof(double));
 	if (rc)
 		return rc;
 	if (rank != 0)
@@ -367,25 +393,21 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	}
 	overhead = bytes ? (double)extra / (double)bytes : 0;
 	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
-	for (int i = 0; i < o->iters; i++) { /* the slowest rank's time */
-		times[i] = 0;
-		for (int r = 0; r < size; r++)
-			if (all_times[(size_t)r * o->iters + i] > times[i])
-				times[i] = all_times[(size_t)r * o->iters + i];
-	}
-	qsort(times, (size_t)o->iters, sizeof(double), cmp_double);
-	med = o->iters % 2 ? times[o->iters / 2]
-			   : (times[o->iters / 2 - 1] + times[o->iters / 2]) / 2;
+	/* The slowest rank's time, and the busiest rank's CPU. */
+	med = median_of_max(all_times, size, o->iters, 2 * (size_t)o->iters, 0, times);
+	med_cpu = median_of_max(all_times, size, o->iters, 2 * (size_t)o->iters, (size_t)o->iters,
+				times);
 	algbw = med > 0 ? (double)bytes / med / 1e9 : 0;
 	busbw = algbw * 2.0 * (size - 1) / size;
 	bad = o->check && (!identical || !(err <= bound_of(codec)));
 	if (o->json) {
-		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"algbw_gbps\": %.4f, "
+		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"cpu_us\": %.1f, \"algbw_gbps\": "
+		       "%.4f, "
 		       "\"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, \"rel_err\": %.3e, "
 		       "\"identical\": %s, \"overhead_ratio\": %.3f, "
 		       "\"codec_state_bytes\": %llu, \"rss_slope_bytes_per_call\": %.1f, "
 		       "\"codec\": ",
-		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
+		       (unsigned long long)bytes, med * 1e6, med_cpu * 1e6, algbw, busbw,
 		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "true" : "false",
 		       overhead, (unsigned long long)state, slope);
 		json_str(codec);
@@ -397,8 +419,8 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 			       bytes ? (double)all[r].extra / (double)bytes : 0.0);
 		printf("]}\n");
 	} else {
-		printf("%12llu %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
-		       (unsigned long long)bytes, med * 1e6, algbw, busbw,
+		printf("%12llu %11.1f %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
+		       (unsigned long long)bytes, med * 1e6, med_cpu * 1e6, algbw, busbw,
 		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "yes" : "NO",
 		       overhead, (double)state / (1 << 20), codec, bad ? "  <- WRONG" : "");
 	}
@@ -496,8 +518,8 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 	x = malloc(o->maxb + 4);
 	buf = malloc(o->maxb + 4);
 	rss0 = proc_status("VmRSS");
-	times = calloc((size_t)o->iters, sizeof(double));
-	all_times = calloc((size_t)o->iters * (size_t)size, sizeof(double));
+	times = calloc(2 * (size_t)o->iters, sizeof(double)); /* wall, then CPU */
+	all_times = calloc(2 * (size_t)o->iters * (size_t)size, sizeof(double));
 	all = calloc((size_t)size, sizeof(*all));
 	if (!x || !buf || !times || !all_times || !all) {
 		rc = -ENOMEM;
@@ -514,9 +536,9 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		       size, size == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", algo, codec,
 		       links, iface, (unsigned long long)cc.min_compress_bytes, o->warmup,
 		       o->iters);
-		printf("# %10s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
-		       "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err", "identical", "overhead",
-		       "state_MiB", "codec");
+		printf("# %10s %11s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
+		       "cpu_us", "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err", "identical",
+		       "overhead", "state_MiB", "codec");
 		fflush(stdout);
 	}
 	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {
