@@ -272,8 +272,9 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Median over the calls of the largest value any rank had in that call;
- * all holds each rank's stride values, the calls' at off. Sorts v. */
+/* Median over the calls of the largest value any rank had in that call.
+ * all holds stride values per rank, the calls' from off on; v (iters
+ * values) is scratch. */
 static double median_of_max(const double *all, int size, int iters, size_t stride, size_t off,
 			    double *v)
 {
@@ -401,9 +402,9 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	busbw = algbw * 2.0 * (size - 1) / size;
 	bad = o->check && (!identical || !(err <= bound_of(codec)));
 	if (o->json) {
-		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"cpu_us\": %.1f, \"algbw_gbps\": "
-		       "%.4f, "
-		       "\"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, \"rel_err\": %.3e, "
+		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"cpu_us\": %.1f, "
+		       "\"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, "
+		       "\"rel_err\": %.3e, "
 		       "\"identical\": %s, \"overhead_ratio\": %.3f, "
 		       "\"codec_state_bytes\": %llu, \"rss_slope_bytes_per_call\": %.1f, "
 		       "\"codec\": ",
