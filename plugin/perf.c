@@ -57,7 +57,7 @@ struct opts {
 
 struct rank_info {
 	uint64_t hash, raw, wire;
-	int64_t extra;	/* peak resident bytes beyond rss0 and the buffers */
+	int64_t extra;	/* peak resident bytes beyond rss0 (the buffers included) */
 	uint64_t state; /* error feedback and codec state held */
 	double slope;	/* resident bytes per call over the last 3/4 */
 };
@@ -108,7 +108,7 @@ static void peak_reset(void)
 	}
 }
 
-static int64_t rss0; /* resident bytes once the context is open */
+static int64_t rss0; /* resident bytes once the context and buffers are */
 
 static void usage(FILE *f)
 {
@@ -369,8 +369,8 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	if (proc_status("VmHWM") > me.extra)
 		me.extra = proc_status("VmHWM");
 	/* Beyond what the context held before any call, and the caller's two
-	 * buffers (the data x and the tensor buf). */
-	me.extra -= rss0 + 2 * (int64_t)bytes;
+	 * buffers (the data x and the tensor buf, in rss0). */
+	me.extra -= rss0;
 	me.state = gw_ctx_residual_bytes(ctx);
 	sum_stats(ctx, &me.raw, &me.wire);
 	me.raw -= raw0;
@@ -518,7 +518,6 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		snprintf(codec, sizeof(codec), "%s", s.codec);
 	x = malloc(o->maxb + 4);
 	buf = malloc(o->maxb + 4);
-	rss0 = proc_status("VmRSS");
 	times = calloc(2 * (size_t)o->iters, sizeof(double)); /* wall, then CPU */
 	all_times = calloc(2 * (size_t)o->iters * (size_t)size, sizeof(double));
 	all = calloc((size_t)size, sizeof(*all));
@@ -526,6 +525,14 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		rc = -ENOMEM;
 		goto out;
 	}
+	/* The baseline holds the two buffers whole: malloc may hand out pages
+	 * this process touched and freed while it set up, which are resident
+	 * already (rss0 taken before touching them read up to 2 x bytes low).
+	 * Not zeroes: malloc and memset 0 may become a calloc that touches
+	 * nothing. */
+	memset(x, 0x5a, o->maxb + 4);
+	memset(buf, 0x5a, o->maxb + 4);
+	rss0 = proc_status("VmRSS");
 	if (rank == 0 && !o->json) {
 		const char *iface = cc.tp.iface ? cc.tp.iface : "(default)";
 
