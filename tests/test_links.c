@@ -42,6 +42,7 @@
 struct links_arg {
 	const char *provider_local; /* NULL: local_auto (shm where offered) */
 	bool mac;		    /* GRADWIRE_MAC=required, key in dir */
+	bool one_host;		    /* every rank on one host, not host_of() */
 	char dir[64];		    /* the parent's folder: hashes, key */
 };
 
@@ -66,7 +67,7 @@ static int open_ctx(const struct links_arg *a, int rank, int size, const char *d
 	cfg.codec = "int8";
 	cfg.codec_local = "none";
 	cfg.min_compress_bytes = 64;
-	cfg.host_id = 1000 + (uint64_t)host_of(rank);
+	cfg.host_id = 1000 + (uint64_t)(a->one_host ? 0 : host_of(rank));
 	if (a->mac) {
 		snprintf(key, sizeof(key), "%s/key", a->dir);
 		cfg.mac_mode = GW_MAC_REQUIRED;
@@ -77,6 +78,20 @@ static int open_ctx(const struct links_arg *a, int rank, int size, const char *d
 	if (!rc)
 		rc = gw_ctx_create(&cfg, rank, size, *st, ctx, err, errlen);
 	return rc;
+}
+
+/* Waits keep yielding exactly when the host's here ranks outnumber its
+ * CPUs (gw_tp_crowded()). */
+static int check_crowded(struct gw_ctx *ctx, int rank, long here)
+{
+	bool want = here > sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (gw_tp_crowded(gw_ctx_tp(ctx)) != want) {
+		fprintf(stderr, "rank %d: %ld ranks on %ld CPUs, crowded %d\n", rank, here,
+			sysconf(_SC_NPROCESSORS_ONLN), gw_tp_crowded(gw_ctx_tp(ctx)));
+		return 1;
+	}
+	return 0;
 }
 
 /* Every peer's link and connection as expected. */
@@ -94,6 +109,8 @@ static int check_links(struct gw_ctx *ctx, const struct links_arg *a, int rank, 
 		fprintf(stderr, "rank %d: %d links\n", rank, gw_tp_links(gw_ctx_tp(ctx)));
 		return 1;
 	}
+	if (check_crowded(ctx, rank, 2))
+		return 1;
 	for (int p = 0; p < size; p++) {
 		bool local = host_of(p) == host_of(rank);
 		struct gw_conn_stats s;
@@ -349,6 +366,51 @@ static void test_idle(void)
 	struct links_arg a = { 0 };
 
 	run_plain(4, body_idle, &a);
+}
+
+/* ---- more ranks than CPUs on one host -------------------------------------- */
+
+/* CPUs + 1 ranks (at most 4) of one host: crowded when
+ * they outnumber the CPUs, whatever the machine; an exact allreduce over
+ * shm still gives the exact sum. */
+static int body_crowded(int rank, int size, const char *dir, void *arg)
+{
+	const struct links_arg *a = arg;
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	struct gw_coll *c = NULL;
+	float y[1000];
+	char err[512];
+	int ret = 0;
+
+	for (int i = 0; i < 1000; i++)
+		y[i] = (float)(rank + i);
+	if (open_ctx(a, rank, size, dir, &st, &ctx, err, sizeof(err)) || gw_coll_create(ctx, &c)) {
+		fprintf(stderr, "rank %d: open: %s\n", rank, err);
+		ret = 10;
+	} else if (check_crowded(ctx, rank, size)) {
+		ret = 11;
+	} else if (gw_coll_allreduce(c, y, 1000, GW_COLL_SUM, 0)) {
+		ret = 12;
+	} else {
+		for (int i = 0; i < 1000 && !ret; i++)
+			if (y[i] != (float)(size * (size - 1) / 2 + size * i)) {
+				fprintf(stderr, "rank %d: y[%d] = %g\n", rank, i, (double)y[i]);
+				ret = 13;
+			}
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return ret;
+}
+
+static void test_crowded(void)
+{
+	struct links_arg a = { .one_host = true };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	run_plain(cpus + 1 <= 4 ? (int)cpus + 1 : 4, body_crowded, &a);
 }
 
 /* ---- a named local provider that is not there ------------------------------ */
@@ -610,6 +672,7 @@ int main(void)
 		{ "the same with GRADWIRE_PROVIDER_LOCAL=shm", test_two_hosts_named },
 		{ "MAC required on both kinds of link", test_mac },
 		{ "an idle waiter sleeps on both links", test_idle },
+		{ "more ranks than CPUs on a host: waits yield to them", test_crowded },
 		{ "an unavailable GRADWIRE_PROVIDER_LOCAL is an error", test_missing },
 		{ "ranks with different local providers fail at once, naming both", test_mismatch },
 		{ "a region left by a killed rank under this pid does not stop shm", test_stale },

@@ -597,6 +597,7 @@ int tp_fabric_open(struct gw_tp *tp)
 	const uint64_t *h = tp->cfg.hosts;
 	struct fi_info *main_info = NULL, *local_info = NULL;
 	bool remote = false, local = false;
+	long here = 0, cpus;
 	int ret;
 
 	for (int r = 0; h && r < tp->size; r++) {
@@ -648,8 +649,12 @@ int tp_fabric_open(struct gw_tp *tp)
 		}
 	}
 	/* Peers: the local link for this host's (this rank too), when open. */
-	for (int r = 0; r < tp->size; r++)
+	for (int r = 0; r < tp->size; r++) {
 		tp->peer_link[r] = (uint8_t)(tp->nlinks == 2 && h[r] == h[tp->rank] ? 1 : 0);
+		here += h && h[r] == h[tp->rank]; /* no host ids: not crowded */
+	}
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	tp->crowded = cpus > 0 && here > cpus;
 	tp->blocking = tp->auto_progress = true;
 	tp->tx_iov_limit = tp->rx_iov_limit = SIZE_MAX;
 	for (int i = 0; i < tp->nlinks; i++) {

@@ -15,7 +15,10 @@
  *    for TP_CONTENDED_US after one, waits without a wait object (shm) only
  *    sleep: a sleeper that wakes is scheduled ahead of a busy loop, a
  *    yielder behind it (2 ranks over shm beside two busy loops: 8-12 ms per
- *    1 KiB allreduce while yielding);
+ *    1 KiB allreduce while yielding). Not when this host's own ranks
+ *    outnumber its CPUs (gw_tp_crowded()): there the core mostly goes to a
+ *    peer rank, and sleeping instead cost 4 ranks on 2 cores over shm about
+ *    1.5x at 1-16 MiB (docs/performance.md);
  *  - with a provider that reports FI_PROGRESS_AUTO (net) a waiter never
  *    polls: it sleeps in fi_cq_sread(), whose wait set holds the provider's
  *    socket epoll fd, and the provider moves the bytes inside that call
@@ -299,14 +302,16 @@ static int64_t now_us(void)
 }
 
 /* sched_yield(); false (and waits only sleep for a while) when it gave the
- * core to another task, i.e. took long. */
+ * core to another task, i.e. took long, unless this host's ranks outnumber
+ * its CPUs (tp->crowded): then the task is most likely a peer rank, which
+ * the yield lets progress. */
 static bool yield_kept(struct gw_tp *tp)
 {
 	int64_t t0 = now_us(), t1;
 
 	sched_yield();
 	t1 = now_us();
-	if (t1 - t0 < TP_YIELD_LOST_US)
+	if (t1 - t0 < TP_YIELD_LOST_US || tp->crowded)
 		return true;
 	tp->contended_us = t1 + TP_CONTENDED_US;
 	return false;

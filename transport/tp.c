@@ -331,6 +331,11 @@ int gw_tp_size(const struct gw_tp *tp)
 	return tp->size;
 }
 
+bool gw_tp_crowded(const struct gw_tp *tp)
+{
+	return tp->crowded;
+}
+
 const char *gw_tp_provider(const struct gw_tp *tp)
 {
 	if (tp->nlinks == 2)

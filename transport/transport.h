@@ -190,6 +190,10 @@ int gw_tp_size(const struct gw_tp *tp);
 const char *gw_tp_provider(const struct gw_tp *tp);
 /** gw_tp_peer_provider() - the provider of the link that carries peer. */
 const char *gw_tp_peer_provider(const struct gw_tp *tp, int peer);
+/** gw_tp_crowded() - whether this host's ranks (the same host id) outnumber
+ * its online CPUs: then a waiter's sched_yield() hands the core to one of
+ * them, and waits keep yielding (progress.c). */
+bool gw_tp_crowded(const struct gw_tp *tp);
 /** gw_tp_links() - how many endpoints (links) are open: 1 or 2. */
 int gw_tp_links(const struct gw_tp *tp);
 /** gw_tp_mr_mode() - the FI_MR_* bits the providers asked for (of every
@@ -466,6 +470,7 @@ struct gw_tp {
 	bool post_once;	      /* gw_tp_post_once() */
 	bool hot;	      /* traffic lately (on any link): poll before sleeping */
 	int64_t contended_us; /* until then waits sleep, never yield (progress.c) */
+	bool crowded;	      /* this host's ranks outnumber its CPUs (progress.c) */
 	bool closed;	      /* endpoints closed (gw_tp_quiesce()) */
 	uint64_t mr_count;
 	size_t tx_iov_limit, rx_iov_limit; /* the smallest of the links' */
