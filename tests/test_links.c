@@ -370,9 +370,9 @@ static void test_idle(void)
 
 /* ---- more ranks than CPUs on one host -------------------------------------- */
 
-/* CPUs + 1 ranks (at most 4) of one host: crowded when
- * they outnumber the CPUs, whatever the machine; an exact allreduce over
- * shm still gives the exact sum. */
+/* CPUs + 1 ranks (at most 4) of one host: crowded when they outnumber
+ * the CPUs, whatever the machine; an exact allreduce over shm still gives
+ * the exact sum. */
 static int body_crowded(int rank, int size, const char *dir, void *arg)
 {
 	const struct links_arg *a = arg;
