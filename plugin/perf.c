@@ -173,21 +173,23 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 	return 0;
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec t;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	clock_gettime(id, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double now_s(void)
+{
+	return clock_s(CLOCK_MONOTONIC);
 }
 
 /* This process's CPU time, every thread (libfabric's included). */
 static double cpu_s(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 static uint64_t splitmix(uint64_t *s)

@@ -650,8 +650,10 @@ int tp_fabric_open(struct gw_tp *tp)
 	}
 	/* Peers: the local link for this host's (this rank too), when open. */
 	for (int r = 0; r < tp->size; r++) {
-		tp->peer_link[r] = (uint8_t)(tp->nlinks == 2 && h[r] == h[tp->rank] ? 1 : 0);
-		here += h && h[r] == h[tp->rank]; /* no host ids: not crowded */
+		bool same = h && h[r] == h[tp->rank]; /* no host ids: not crowded */
+
+		tp->peer_link[r] = (uint8_t)(tp->nlinks == 2 && same);
+		here += same;
 	}
 	cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	tp->crowded = cpus > 0 && here > cpus;
