@@ -323,7 +323,8 @@ static void usage(FILE *f)
 		"                       onebit, randomk:ratio=0.01, topk:ratio=0.01)\n"
 		"  -n, --values N       values per tensor (default 262144)\n"
 		"      --min-ranks N    smallest rank count (default 2)\n"
-		"  -N, --max-ranks N    largest rank count, doubling from the smallest (default 1024)\n"
+		"  -N, --max-ranks N    largest rank count, doubling from the smallest (default "
+		"1024)\n"
 		"      --calls C        also run C calls with error feedback and report the\n"
 		"                       error of their mean (default 30; 1: one call only)\n"
 		"      --ef-max-ranks N error feedback only up to N ranks (default 64: it holds\n"
@@ -348,17 +349,26 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-		{ "codec", required_argument, 0, 'c' },	    { "values", required_argument, 0, 'n' },
-		{ "max-ranks", required_argument, 0, 'N' }, { "min-ranks", required_argument, 0, 1 },
-		{ "calls", required_argument, 0, 2 },	    { "ef-max-ranks", required_argument, 0, 3 },
-		{ "seed", required_argument, 0, 4 },	    { "json", no_argument, 0, 5 },
-		{ "help", no_argument, 0, 'h' },	    { 0, 0, 0, 0 },
+		{ "codec", required_argument, 0, 'c' },
+		{ "values", required_argument, 0, 'n' },
+		{ "max-ranks", required_argument, 0, 'N' },
+		{ "min-ranks", required_argument, 0, 1 },
+		{ "calls", required_argument, 0, 2 },
+		{ "ef-max-ranks", required_argument, 0, 3 },
+		{ "seed", required_argument, 0, 4 },
+		{ "json", no_argument, 0, 5 },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
 	};
 	uint64_t v;
 	int ch;
 
-	*o = (struct opts){ .n = 262144, .min_ranks = 2, .max_ranks = 1024, .ef_max_ranks = 64,
-			    .calls = 30, .seed = 1 };
+	*o = (struct opts){ .n = 262144,
+			    .min_ranks = 2,
+			    .max_ranks = 1024,
+			    .ef_max_ranks = 64,
+			    .calls = 30,
+			    .seed = 1 };
 	while ((ch = getopt_long(argc, argv, "c:n:N:h", lo, NULL)) != -1) {
 		int rc = 0;
 
@@ -376,8 +386,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 1:
 		case 3:
 			if (!(rc = parse_u64(optarg, 1, MAX_RANKS, &v)))
-				*(ch == 'N' ? &o->max_ranks : ch == 1 ? &o->min_ranks : &o->ef_max_ranks) =
-					(uint32_t)v;
+				*(ch == 'N' ? &o->max_ranks
+				  : ch == 1 ? &o->min_ranks
+					    : &o->ef_max_ranks) = (uint32_t)v;
 			break;
 		case 2:
 			if (!(rc = parse_u64(optarg, 1, 10000, &v)))
@@ -434,23 +445,22 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (c.ops->id == GW_CODEC_POWERSGD || !c.ops->lossy) {
-			fprintf(stderr,
-				"gradwire-scale-sim: %s: not modelled (%s)\n", o.specs[i],
-				c.ops->lossy ? "PowerSGD's allreduce sums its factors exactly" :
-					       "an exact codec has no error to grow");
+			fprintf(stderr, "gradwire-scale-sim: %s: not modelled (%s)\n", o.specs[i],
+				c.ops->lossy ? "PowerSGD's allreduce sums its factors exactly"
+					     : "an exact codec has no error to grow");
 			return 2;
 		}
 		if (!o.json)
-			printf("\n%-20s %6s %11s %7s %11s %7s %11s %11s %11s %11s\n", o.specs[i], "ranks",
-			       "ring err1", "x", "direct err1", "x", "ring errm", "direct errm",
-			       "ring KiB", "direct KiB");
+			printf("\n%-20s %6s %11s %7s %11s %7s %11s %11s %11s %11s\n", o.specs[i],
+			       "ranks", "ring err1", "x", "direct err1", "x", "ring errm",
+			       "direct errm", "ring KiB", "direct KiB");
 		for (uint64_t N = o.min_ranks; N <= o.max_ranks; N *= 2) {
 			struct result r[NALGO];
 			int rc = run_point(&c, &o, (uint32_t)N, r);
 
 			if (rc) {
-				fprintf(stderr, "gradwire-scale-sim: %s at %llu ranks: %s\n", o.specs[i],
-					(unsigned long long)N, strerror(-rc));
+				fprintf(stderr, "gradwire-scale-sim: %s at %llu ranks: %s\n",
+					o.specs[i], (unsigned long long)N, strerror(-rc));
 				return 1;
 			}
 			for (int a = 0; a < NALGO; a++)
@@ -464,13 +474,15 @@ int main(int argc, char **argv)
 						snprintf(errm, sizeof(errm), "%.6g", r[a].errm);
 					printf("{\"codec\":\"%s\",\"algo\":\"%s\",\"ranks\":%llu,"
 					       "\"values\":%llu,\"err1\":%.6g,\"err1_ratio\":%.4f,"
-					       "\"errm\":%s,\"calls\":%u,\"bytes_per_rank\":%.0f}\n",
+					       "\"errm\":%s,\"calls\":%u,\"bytes_per_rank\":%.0f}"
+					       "\n",
 					       o.specs[i], algo_name[a], (unsigned long long)N,
-					       (unsigned long long)o.n, r[a].err1, r[a].err1 / base[a],
-					       errm, o.calls, r[a].bytes);
+					       (unsigned long long)o.n, r[a].err1,
+					       r[a].err1 / base[a], errm, o.calls, r[a].bytes);
 				}
 			} else {
-				printf("%-20s %6llu %11.4g %6.2fx %11.4g %6.2fx %11.4g %11.4g %11.1f "
+				printf("%-20s %6llu %11.4g %6.2fx %11.4g %6.2fx %11.4g %11.4g "
+				       "%11.1f "
 				       "%11.1f\n",
 				       "", (unsigned long long)N, r[RING].err1,
 				       r[RING].err1 / base[RING], r[DIRECT].err1,
