@@ -44,6 +44,8 @@ struct conn_arg {
 	int messages;	      /* long run */
 	bool zerocopy;	      /* exchange: exact sends with GW_CTX_ZEROCOPY */
 	int timeout_ms;	      /* the context's (0: TIMEOUT_MS) */
+	int log_level;	      /* the context's (0: GW_LOG_ERROR) */
+	const char *want_log; /* body_negotiate: a line every rank logs */
 	char keydir[64];
 };
 
@@ -51,7 +53,7 @@ static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 {
 	struct tp_env env = { .provider = a->provider ? a->provider : tp_net_provider(),
 			      .iface = a->provider ? a->iface : "lo",
-			      .log_level = GW_LOG_ERROR,
+			      .log_level = a->log_level ? a->log_level : GW_LOG_ERROR,
 			      .timeout_ms = a->timeout_ms ? a->timeout_ms : TIMEOUT_MS };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
 
@@ -283,10 +285,20 @@ static int body_negotiate(int rank, int size, const char *dir, void *arg)
 {
 	const struct conn_arg *a = arg;
 	struct gw_store *st;
-	char err[512] = "";
-	int rc;
-	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	char err[512] = "", log[8192], path[128];
+	int rc, saved;
+	struct gw_ctx *ctx;
 
+	snprintf(path, sizeof(path), "%s.log%d", dir, rank);
+	saved = a->want_log ? tu_capture_begin(path) : -1;
+	ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	if (a->want_log &&
+	    (tu_capture_end(saved, path, log, sizeof(log)) < 0 || !strstr(log, a->want_log))) {
+		fprintf(stderr, "rank %d: logged no '%s'\n", rank, a->want_log);
+		gw_ctx_destroy(ctx);
+		gw_store_destroy(st);
+		return 21;
+	}
 	if (rc != a->want_rc || (a->want_err && !strstr(err, a->want_err))) {
 		fprintf(stderr, "rank %d: got %d '%s', want %d '%s'\n", rank, rc, err, a->want_rc,
 			a->want_err ? a->want_err : "");
@@ -418,10 +430,19 @@ static void test_negotiation(void)
 
 static void test_fallback(void)
 {
-	struct conn_arg a = { .codec_r = { "topk,int8", "fp16,bf16" },
-			      .fallback = true,
-			      .kill_rank = -1,
-			      .want_rc = 0 };
+	/* Both ranks warn, naming both lists. */
+	struct conn_arg a = {
+		.codec_r = { "topk,int8", "fp16,bf16" },
+		.fallback = true,
+		.kill_rank = -1,
+		.log_level = GW_LOG_WARN,
+		.want_log = "warn: rank 0 <-> rank 1: no common codec: rank 0 offers "
+			    "[topk:ratio=0.01 int8:bucket=512,rounding=nearest,seed=0], rank 1 "
+			    "offers "
+			    "[fp16 bf16]; falling back to none "
+			    "(GRADWIRE_CODEC_FALLBACK=0 makes this an error)",
+		.want_rc = 0
+	};
 	int codes[TP_MAX_RANKS];
 
 	CU_ASSERT_EQUAL(tp_run(2, 30, body_negotiate, &a, codes), 0);

@@ -120,6 +120,25 @@ static void test_no_common_codec(void)
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(ra.codec.ops->id, GW_CODEC_NONE);
 	CU_ASSERT_TRUE(ra.fell_back);
+	/* The fallback's warning: the same line on both sides, with both
+	 * ranks and both lists as sent. */
+	{
+		static const char want[] =
+			"rank 0 <-> rank 1: no common codec: rank 0 offers "
+			"[topk:ratio=0.01 int8:bucket=512,rounding=nearest,seed=0], rank 1 offers "
+			"[fp16]; falling back "
+			"to none (GRADWIRE_CODEC_FALLBACK=0 makes this an error)";
+		char wa[512] = "", wb[512] = "";
+
+		CU_ASSERT_EQUAL(gw_hs_decide(&a.h, a.raw, a.len, &b.h, b.raw, b.len, NULL, &ra, wa,
+					     sizeof(wa)),
+				0);
+		CU_ASSERT_EQUAL(gw_hs_decide(&b.h, b.raw, b.len, &a.h, a.raw, a.len, NULL, &rb, wb,
+					     sizeof(wb)),
+				0);
+		CU_ASSERT_STRING_EQUAL(wa, want);
+		CU_ASSERT_STRING_EQUAL(wb, want);
+	}
 
 	mk(&b, 1, "fp16", GW_MAC_OFF, NULL, 0, 2); /* b refuses fallback */
 	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -ENOPROTOOPT);

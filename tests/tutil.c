@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* tutil.c - see tutil.h. */
 #include <CUnit/Basic.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "tutil.h"
 
 int tu_run(const char *suite, CU_TestInfo *tests)
@@ -132,4 +134,40 @@ void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r, uint64_t se
 		}
 	free(a);
 	free(b);
+}
+
+int tu_capture_begin(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int saved = fd < 0 ? -1 : dup(STDERR_FILENO);
+
+	if (saved >= 0 && dup2(fd, STDERR_FILENO) < 0) {
+		close(saved);
+		saved = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	return saved;
+}
+
+long tu_capture_end(int saved, const char *path, char *buf, size_t cap)
+{
+	FILE *f;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (saved < 0)
+		return -1;
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, cap - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	unlink(path);
+	fputs(buf, stderr);
+	return (long)n;
 }

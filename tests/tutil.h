@@ -36,4 +36,12 @@ void tu_low_rank(float *x, uint64_t rows, uint64_t cols, unsigned r, uint64_t se
 /* 64-byte aligned zeroed allocation that aborts on failure; free() it. */
 void *tu_alloc(size_t bytes);
 
+/* Send this process's stderr (where gw_log() writes) to the file path until
+ * tu_capture_end(); returns the saved stderr descriptor, or -1. */
+int tu_capture_begin(const char *path);
+/* Restore stderr (saved by tu_capture_begin()), read back at most cap - 1
+ * bytes of path into buf (NUL-terminated), echo them to stderr so a failing
+ * test still shows them, and remove path. Return: bytes read, or -1. */
+long tu_capture_end(int saved, const char *path, char *buf, size_t cap);
+
 #endif

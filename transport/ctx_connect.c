@@ -245,7 +245,8 @@ static int hello_for(const struct gw_ctx_cfg *cfg, const struct gw_hs_hello *bas
 	return rc;
 }
 
-/* Our decision for peer p after round one; on failure x->rc and x->err. */
+/* Our decision for peer p after round one; on failure x->rc and x->err (on
+ * a fallback to none, x->err holds the warning). */
 static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x, const uint8_t *psk)
 {
 	struct conn *c = &ctx->conns[p];
@@ -365,6 +366,8 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, s
 		rc = gw_hs_finished_check(&c->hs, x->fin_in, (size_t)x->fin_in_len, err, errlen);
 		if (rc == -EBADMSG)
 			snprintf(err, errlen, "rank %d sent a malformed FINISHED", p);
+		if (!rc && c->hs.fell_back) /* gw_hs_decide()'s warning, both lists */
+			ctx_log(ctx, GW_LOG_WARN, "%s", x->err);
 		if (!rc)
 			ctx_log(ctx, GW_LOG_INFO, "rank %d: codec %s%s, MAC %s", p,
 				c->hs.codec.ops->name, c->hs.fell_back ? " (fallback)" : "",

@@ -25,7 +25,8 @@
  *    and both values;
  *  - codec: the first codec of the LOWER rank's list whose name the higher
  *    rank also lists, with the lower rank's parameters; none in common: `none`
- *    if both allow fallback, else the connection fails;
+ *    if both allow fallback (err then holds the warning both sides log,
+ *    naming both lists), else the connection fails;
  *  - MAC: on when both sides hold a key and neither has it off; failing that,
  *    a side that requires it fails the connection; the algorithm is the first
  *    of the lower rank's list the other also lists;
@@ -310,6 +311,14 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 		}
 		gw_codec_init(&r->codec, gw_codec_find("none"));
 		r->fell_back = true;
+		/* Not an error, but a link that silently loses its codec costs
+		 * the user the bandwidth they asked for: both sides warn with
+		 * the same text (ctx_connect.c). */
+		snprintf(err, errlen,
+			 "rank %u <-> rank %u: no common codec: rank %u offers [%s], rank %u "
+			 "offers [%s]; falling back to none (GRADWIRE_CODEC_FALLBACK=0 makes "
+			 "this an error)",
+			 lo->rank, hi->rank, lo->rank, lo->list, hi->rank, hi->list);
 	}
 
 	/* MAC. */

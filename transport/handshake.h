@@ -99,7 +99,9 @@ int gw_hs_hello_parse(const uint8_t *buf, size_t len, struct gw_hs_hello *h);
  * Return: 0, or -ENOPROTOOPT (no common codec and no fallback),
  * -EACCES (MAC required by one side, unavailable on the other, or no common
  * algorithm), -EPROTONOSUPPORT (version), -EINVAL (inconsistent ranks, world
- * sizes or hosts); err names both sides' settings.
+ * sizes or hosts); err names both sides' settings. On 0 with r->fell_back,
+ * err holds the warning to log (the same text on both sides: both ranks
+ * and both codec lists).
  */
 int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_len,
 		 const struct gw_hs_hello *peer, const uint8_t *peer_raw, size_t peer_len,
