@@ -103,12 +103,25 @@ class GradwireError(RuntimeError):
 
 
 def _candidates():
+    """Where to look for libgradwire.so, in order: GW_LIB; the library
+    `meson install` put beside this package (gradwire/_install.py, generated
+    at install, holds its folder relative to the package's); the build
+    folder of a source tree (plugin/python/gradwire -> build/); the system's
+    library path."""
     env = os.environ.get("GW_LIB")
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    try:
+        from . import _install
+    except ImportError:  # the source tree: no installed library to point at
+        _install = None
+    if _install is not None:
+        out.append(os.path.normpath(os.path.join(here, _install.LIBDIR,
+                                                 _install.SONAME)))
     root = os.path.normpath(os.path.join(here, "..", "..", ".."))
-    out = [os.path.join(root, "build", "libgradwire.so")]
+    out.append(os.path.join(root, "build", "libgradwire.so"))
     found = ctypes.util.find_library("gradwire")
     if found:
         out.append(found)
@@ -160,6 +173,19 @@ class Library:
             err = ctypes.create_string_buffer(512)
             self.check("init", self.t.init(err, len(err)), err)
             self._inited = True
+
+    @property
+    def inited(self):
+        """Whether init() has loaded the GRADWIRE_* variables."""
+        return self._inited
+
+    def finalize(self):
+        """Forget the loaded variables, so the next init() reads them again.
+        0, or -EBUSY (returned) while a context is open."""
+        rc = self.t.finalize()
+        if rc == 0:
+            self._inited = False
+        return rc
 
     def codec_available(self, name):
         """True when the library has a usable codec of this name (gw_codec_find)."""
