@@ -419,6 +419,71 @@ static void test_ranks_host_store(void)
 	run(1);
 }
 
+/*
+ * Two ranks queue tensor id 3 with different lengths (what a DDP hook
+ * does): both tickets fail at once with -EINVAL, and error() names the
+ * tensor, both ranks and both lengths on each rank.
+ */
+static int body_lengths(int rank, int size, const char *dir, void *varg)
+{
+	static const char want[] =
+		"allreduce #0 of tensor id 3: rank 0 passes 1000 values, rank 1 passes 2000";
+	struct gradwire_context *c = NULL;
+	struct gradwire_queue *q = NULL;
+	static float v[2000];
+	char err[512] = "";
+	uint64_t t = 0;
+	struct timespec t0, t1;
+	int rc;
+
+	(void)varg;
+	setenv("GRADWIRE_PROVIDER", tp_net_provider(), 1);
+	setenv("GRADWIRE_PROVIDER_LOCAL", tp_net_provider(), 1);
+	setenv("GRADWIRE_IFACE", "lo", 1);
+	setenv("GRADWIRE_TIMEOUT_MS", "20000", 1);
+	rc = gw->init(err, sizeof(err));
+	if (!rc)
+		rc = gw->context_create_file(rank, size, dir, &c, err, sizeof(err));
+	if (rc)
+		FAIL(10, "init or context_create: %s (%s)", err, gw->strerror(rc));
+	rc = gw->queue_create(c, &q);
+	if (rc)
+		FAIL(11, "queue_create: %s", gw->strerror(rc));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = gw->queue_submit(q, 3, v, rank ? 2000 : 1000, GRADWIRE_SUM, 0, &t);
+	if (!rc)
+		rc = gw->queue_wait(q, t, 20000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc != -EINVAL)
+		FAIL(12, "queue_wait: %s, want -EINVAL", gw->strerror(rc));
+	if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > 2000)
+		FAIL(13, "the mismatch took over 2 s to surface");
+	if (!gw->error(c) || strcmp(gw->error(c), want))
+		FAIL(14, "error() says '%s', want '%s'", gw->error(c) ? gw->error(c) : "(NULL)",
+		     want);
+	rc = gw->allreduce_id(c, 3, v, 1000, GRADWIRE_SUM, 0);
+	if (rc != -EINVAL)
+		FAIL(15, "a later call: %s, want -EINVAL", gw->strerror(rc));
+	rc = 0;
+out:
+	gw->queue_destroy(q);
+	gw->context_destroy(c);
+	gw->finalize();
+	return rc;
+}
+
+static void test_lengths(void)
+{
+	int codes[2];
+
+	load_table();
+	CU_ASSERT_PTR_NOT_NULL_FATAL(gw);
+	tp_pin_loopback();
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 60, body_lengths, NULL, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);
+	CU_ASSERT_EQUAL(codes[1], 0);
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -426,6 +491,8 @@ int main(void)
 		{ "init errors", test_init_errors },
 		{ "3 ranks, file store", test_ranks_file_store },
 		{ "3 ranks, host store", test_ranks_host_store },
+		{ "ranks that pass different lengths: both fail at once, naming both",
+		  test_lengths },
 		CU_TEST_INFO_NULL,
 	};
 
