@@ -9,8 +9,14 @@
  * temporary folder (removed afterwards), over tcp;ofi_rxm on lo unless told
  * otherwise. Joined mode: when RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_
  * RANK/SIZE (mpirun) or SLURM_PROCID/SLURM_NTASKS (srun) are set, this
- * process is that rank of that job and meets the others through a file store
- * in --store DIR (a folder every rank reaches, empty for each run).
+ * process is that rank of that job and meets the others either through MPI
+ * (built with MPI, started by mpirun, no --store: perf_mpi.c) or through a
+ * file store in --store DIR, a folder every rank reaches. There each job gets
+ * a subfolder "job-<id>" (--job, else the launcher's TORCHELASTIC_RUN_ID,
+ * SLURM_JOB_ID.SLURM_STEP_ID or PMIX_NAMESPACE), which rank 0 removes after
+ * a final barrier; with no job id known DIR itself is the store (it must hold
+ * no keys of an earlier run) and rank 0 removes this job's keys from it.
+ * Only rank 0 prints progress; the others print errors only.
  *
  * Settings come from GRADWIRE_* (plugin/config.c); --provider, --iface,
  * --codec and --min-compress override them. --hosts H makes the local ranks
@@ -37,17 +43,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "coll.h"
 #include "config.h"
+#ifdef GW_HAVE_MPI
+#include "perf_mpi.h"
+#endif
+
+/* What rank 0 removes from a launched job's store folder at the end. */
+enum store_clean {
+	CLEAN_NONE,
+	CLEAN_DIR,  /* the job's own subfolder, whole */
+	CLEAN_KEYS, /* DIR itself: only the files of this job's keys */
+};
 
 struct opts {
 	int ranks;
 	uint64_t minb, maxb, factor;
 	int warmup, iters;
-	const char *codec, *provider, *iface, *store;
+	const char *codec, *provider, *iface, *store, *job;
+	enum store_clean clean;
 	int64_t min_compress; /* -1: GRADWIRE_MIN_COMPRESS_BYTES */
 	int64_t segment;      /* -1: GRADWIRE_SEGMENT_BYTES */
 	int timeout_s;
@@ -116,10 +134,13 @@ static void usage(FILE *f)
 		   "         [--codec SPEC] [--provider P] [--iface I] [--min-compress BYTES]\n"
 		   "         [--segment BYTES]\n"
 		   "         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
-		   "         [--timeout-s S] [--hosts H]\n"
+		   "         [--job ID] [--timeout-s S] [--hosts H]\n"
 		   "  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
 		   "  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
-		   "  every process joins the job through a file store in --store DIR.\n"
+		   "  every process joins the job through a file store in --store DIR\n"
+		   "  (a folder all ranks reach; the job uses DIR/job-ID, ID from --job or\n"
+		   "  the launcher, removed at the end), or under mpirun without --store\n"
+		   "  through MPI when built with it (meson -Dmpi=enabled).\n"
 		   "  --hosts H (local mode): the ranks emulate H hosts, rank r on host\n"
 		   "  r * H / n (GRADWIRE_HOST_ID), e.g. for the hierarchical allreduce.\n");
 }
@@ -456,12 +477,66 @@ static void links_of(const struct gw_ctx *ctx, char *out, size_t len)
 		snprintf(out, len, "%s", *in ? in : *across ? across : gw_ctx_provider(ctx));
 }
 
-/* One rank's whole run. Return: the process exit code. */
-static int rank_main(const struct opts *o, int rank, int size, const char *dir)
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Remove the files of the keys under job's prefix ("<job>/...") from a file
+ * store's folder: the store escapes every byte outside [A-Za-z0-9_-] as %XX
+ * (transport/store.c), so they are the names that start with the escaped
+ * "<job>/". Other files are left alone. */
+static void remove_keys(const char *dir, const char *job)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char prefix[256], path[4096];
+	size_t n = 0, pl;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	for (const unsigned char *k = (const unsigned char *)job; *k && n + 4 < sizeof(prefix);
+	     k++) {
+		if ((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||
+		    (*k >= '0' && *k <= '9') || *k == '_' || *k == '-') {
+			prefix[n++] = (char)*k;
+		} else {
+			prefix[n++] = '%';
+			prefix[n++] = hex[*k >> 4];
+			prefix[n++] = hex[*k & 15];
+		}
+	}
+	snprintf(prefix + n, sizeof(prefix) - n, "%%2F");
+	pl = strlen(prefix);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, pl))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+/* One rank's whole run, over st (NULL: a file store in dir). Return: the
+ * process exit code. */
+static int rank_main(const struct opts *o, int rank, int size, const char *dir, struct gw_store *st)
 {
 	struct gw_config cfg;
 	struct gw_ctx_cfg cc;
-	struct gw_store *st = NULL;
 	struct gw_ctx *ctx = NULL;
 	struct gw_coll *c = NULL;
 	struct gw_conn_stats s;
@@ -491,7 +566,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		cfg.segment_bytes = (uint64_t)o->segment;
 	gw_ctx_cfg_agree(&cc, "GRADWIRE_MIN_COMPRESS_BYTES", cc.min_compress_bytes);
 	gw_ctx_cfg_agree(&cc, "GRADWIRE_SEGMENT_BYTES", cfg.segment_bytes);
-	rc = gw_store_file_create(dir, &st);
+	rc = st ? 0 : gw_store_file_create(dir, &st);
 	if (rc) {
 		fprintf(stderr, "gradwire-perf: store %s: %s\n", dir, gw_strerror(rc));
 		return 3;
@@ -560,6 +635,14 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir)
 		if (b > o->maxb / o->factor)
 			break;
 	}
+	/* Every rank is done with the store: rank 0 removes the job's part. */
+	if (!rc && o->clean != CLEAN_NONE) {
+		rc = gw_coll_barrier(c);
+		if (!rc && rank == 0 && o->clean == CLEAN_DIR)
+			remove_dir(dir);
+		else if (!rc && rank == 0)
+			remove_keys(dir, cfg.job ? cfg.job : "gw");
+	}
 out:
 	if (rc < 0)
 		fprintf(stderr, "gradwire-perf: rank %d: %s\n", rank, gw_strerror(rc));
@@ -568,24 +651,6 @@ out:
 	gw_ctx_destroy(ctx);
 	gw_store_destroy(st);
 	return rc < 0 ? 4 : bad ? 1 : 0;
-}
-
-static void remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[4096];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
 }
 
 /* Fork o->ranks ranks over a fresh file store; every child dies by alarm()
@@ -621,7 +686,7 @@ static int run_local(const struct opts *o)
 				setenv("GRADWIRE_HOST_ID", host, 1);
 			}
 			alarm((unsigned)o->timeout_s);
-			_exit(rank_main(o, r, o->ranks, dir));
+			_exit(rank_main(o, r, o->ranks, dir, NULL));
 		}
 		code[r] = -1;
 	}
@@ -657,6 +722,14 @@ static int run_local(const struct opts *o)
 	return worst;
 }
 
+#ifdef GW_HAVE_MPI
+#define MPI_BUILT 1
+#define mpi_launched gw_perf_mpi_launched
+#else
+#define MPI_BUILT 0
+#define mpi_launched() false
+#endif
+
 /* Rank and size from the launcher, if there is one. */
 static bool launcher(int *rank, int *size)
 {
@@ -675,6 +748,63 @@ static bool launcher(int *rank, int *size)
 	return false;
 }
 
+/* The job's id: --job, else the launcher's (torchrun, Slurm, PMIx/Open MPI),
+ * made a folder name ([A-Za-z0-9._-], others '_'). false: none known. */
+static bool job_id(const struct opts *o, char *out, size_t len)
+{
+	const char *id = o->job, *step = NULL;
+	size_t n = 0;
+
+	if (!id)
+		id = getenv("TORCHELASTIC_RUN_ID");
+	if (!id && (id = getenv("SLURM_JOB_ID")))
+		step = getenv("SLURM_STEP_ID");
+	if (!id)
+		id = getenv("PMIX_NAMESPACE");
+	if (!id)
+		id = getenv("OMPI_MCA_ess_base_jobid");
+	if (!id || !*id)
+		return false;
+	n = (size_t)snprintf(out, len, "job-%s%s%s", id, step ? "." : "", step ? step : "");
+	for (char *p = out + 4; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+			*p = '_';
+	return n < len;
+}
+
+/* The store folder of a launched rank: DIR/job-<id> (made here, every rank
+ * alike), or DIR itself when no job id is known (rank 0 says so). Sets
+ * o->clean. Return: 0 or the exit code. */
+static int store_dir(struct opts *o, int rank, char *out, size_t len)
+{
+	char id[200];
+
+	if (!job_id(o, id, sizeof(id))) {
+		if (rank == 0)
+			fprintf(stderr,
+				"gradwire-perf: no job id from the launcher (TORCHELASTIC_RUN_ID, "
+				"SLURM_JOB_ID, PMIX_NAMESPACE) nor --job: the store is %s itself, "
+				"which must hold no keys of an earlier run; give --job ID (the "
+				"same on every rank) for a subfolder of this job's own\n",
+				o->store);
+		snprintf(out, len, "%s", o->store);
+		o->clean = CLEAN_KEYS;
+		return 0;
+	}
+	if ((size_t)snprintf(out, len, "%s/%s", o->store, id) >= len) {
+		fprintf(stderr, "gradwire-perf: --store %s: path too long\n", o->store);
+		return 2;
+	}
+	if (mkdir(out, 0700) && errno != EEXIST) {
+		fprintf(stderr, "gradwire-perf: rank %d: mkdir %s: %s\n", rank, out,
+			strerror(errno));
+		return 3;
+	}
+	o->clean = CLEAN_DIR;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -684,6 +814,7 @@ int main(int argc, char **argv)
 		{ "min-compress", required_argument, NULL, 'm' },
 		{ "segment", required_argument, NULL, 'S' },
 		{ "store", required_argument, NULL, 's' },
+		{ "job", required_argument, NULL, 'J' },
 		{ "timeout-s", required_argument, NULL, 't' },
 		{ "hosts", required_argument, NULL, 'H' },
 		{ "check", no_argument, NULL, 'C' },
@@ -703,6 +834,7 @@ int main(int argc, char **argv)
 			  .timeout_s = 600 };
 	int ch, rank, size, bad = 0;
 	uint64_t v;
+	char dir[4096];
 
 	while ((ch = getopt_long(argc, argv, "n:b:e:f:w:i:h", lo, NULL)) != -1) {
 		switch (ch) {
@@ -744,6 +876,9 @@ int main(int argc, char **argv)
 		case 's':
 			o.store = optarg;
 			break;
+		case 'J':
+			o.job = optarg;
+			break;
 		case 't':
 			bad |= parse_int(optarg, 1, 86400, &o.timeout_s);
 			break;
@@ -771,20 +906,43 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (o.hosts && (launcher(&rank, &size) || (MPI_BUILT && mpi_launched()))) {
+		fprintf(stderr, "gradwire-perf: --hosts is for local mode; under a "
+				"launcher set GRADWIRE_HOST_ID where needed\n");
+		return 2;
+	}
+#ifdef GW_HAVE_MPI
+	if (!o.store && gw_perf_mpi_launched()) {
+		struct gw_store *st = NULL;
+		int rc = gw_perf_mpi_init(&rank, &size);
+
+		if (rc) {
+			fprintf(stderr, "gradwire-perf: MPI_Init failed\n");
+			return 3;
+		}
+		rc = gw_perf_mpi_store_create(&st);
+		if (rc)
+			fprintf(stderr, "gradwire-perf: rank %d: the MPI store: %s\n", rank,
+				gw_strerror(rc));
+		else
+			rc = rank_main(&o, rank, size, NULL, st);
+		gw_perf_mpi_finalize();
+		return rc < 0 ? 3 : rc;
+	}
+#endif
 	if (launcher(&rank, &size)) {
 		if (!o.store) {
 			fprintf(stderr,
 				"gradwire-perf: rank %d of %d from the launcher: "
-				"--store DIR (a folder all ranks reach) is required\n",
-				rank, size);
+				"--store DIR (a folder all ranks reach) is required%s\n",
+				rank, size,
+				MPI_BUILT ? ""
+					  : " (under mpirun, a gradwire-perf built with MPI "
+					    "needs none: meson -Dmpi=enabled)");
 			return 2;
 		}
-		if (o.hosts) {
-			fprintf(stderr, "gradwire-perf: --hosts is for local mode; under a "
-					"launcher set GRADWIRE_HOST_ID where needed\n");
-			return 2;
-		}
-		return rank_main(&o, rank, size, o.store);
+		bad = store_dir(&o, rank, dir, sizeof(dir));
+		return bad ? bad : rank_main(&o, rank, size, dir, NULL);
 	}
 	/* Local: one host, so loopback unless told otherwise. */
 	if (!o.provider && !getenv("GRADWIRE_PROVIDER"))
