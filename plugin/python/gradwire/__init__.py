@@ -9,7 +9,8 @@
 No compiled extension: the package is plain Python and finds the shared
 object through an explicit path, the GW_LIB environment variable (not a
 GRADWIRE_* name: those belong to the C library, which rejects unknown ones),
-a build folder next to the package, or the system's library path.
+the library `meson install` put with it (gradwire/_install.py), a build
+folder next to the package, or the system's library path.
 """
 from .lib import Library, GradwireError, load
 
