@@ -46,6 +46,8 @@ struct conn_arg {
 	int timeout_ms;	      /* the context's (0: TIMEOUT_MS) */
 	int log_level;	      /* the context's (0: GW_LOG_ERROR) */
 	const char *want_log; /* body_negotiate: a line every rank logs */
+	int absent_rank;      /* body_negotiate: rank + 1 that never starts (0: none) */
+	bool links;	      /* host ids before the transport (as the plugin) */
 	char keydir[64];
 };
 
@@ -57,6 +59,7 @@ static struct gw_ctx_cfg ctx_cfg(const struct conn_arg *a, int rank)
 			      .timeout_ms = a->timeout_ms ? a->timeout_ms : TIMEOUT_MS };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
 
+	c.tp.local_auto = a->links;
 	c.codec = a->codec_r[rank] ? a->codec_r[rank] : a->codec;
 	c.codec_local = a->codec_local;
 	c.fallback = a->fallback;
@@ -289,6 +292,8 @@ static int body_negotiate(int rank, int size, const char *dir, void *arg)
 	int rc, saved;
 	struct gw_ctx *ctx;
 
+	if (rank == a->absent_rank - 1)
+		return 0; /* never joins */
 	snprintf(path, sizeof(path), "%s.log%d", dir, rank);
 	saved = a->want_log ? tu_capture_begin(path) : -1;
 	ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
@@ -448,6 +453,32 @@ static void test_fallback(void)
 	CU_ASSERT_EQUAL(tp_run(2, 30, body_negotiate, &a, codes), 0);
 	CU_ASSERT_EQUAL(codes[0], 0); /* both links `none` */
 	CU_ASSERT_EQUAL(codes[1], 0);
+}
+
+/* A peer that never starts: the others say it never joined, naming it and
+ * how long they waited, whichever key they wait for first (host ids with
+ * the plugin's links; else the transport's addresses). */
+static void test_never_joined(void)
+{
+	for (int links = 0; links < 2; links++) {
+		struct conn_arg a = { .codec = "none",
+				      .kill_rank = -1,
+				      .absent_rank = 2 + 1,
+				      .links = links,
+				      .timeout_ms = 1500,
+				      .want_rc = -ETIMEDOUT,
+				      .want_err = links ? "rank 2 never joined: its host id "
+							  "(test/host/2) was not in the store "
+							  "after 1"
+							: "rank 2 never joined: its " };
+		int codes[TP_MAX_RANKS];
+		int64_t t0 = gw_now_ms();
+
+		CU_ASSERT_EQUAL(tp_run(3, 30, body_negotiate, &a, codes), 0);
+		CU_ASSERT_EQUAL(codes[0], 0);
+		CU_ASSERT_EQUAL(codes[1], 0);
+		CU_ASSERT(gw_now_ms() - t0 < 1500 + 3000);
+	}
 }
 
 /* ---- MAC on the data path -------------------------------------------------- */
@@ -1357,6 +1388,7 @@ int main(void)
 		{ "exchange over shm", test_shm },
 		{ "negotiation matrix", test_negotiation },
 		{ "fallback to none", test_fallback },
+		{ "a peer that never joined", test_never_joined },
 		{ "MAC optional and required on the data path", test_mac_exchange },
 		{ "exact sends without a copy (gathered)", test_zerocopy },
 		{ "exact receives straight into the buffer; other frames refused",

@@ -283,6 +283,7 @@ int ctx_hosts(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store 
 	      const char *job, char *err, size_t errlen)
 {
 	uint64_t host = cfg->host_id ? cfg->host_id : gw_ctx_host_id_default();
+	int64_t t0 = gw_now_ms();
 	char key[160];
 	int rc;
 
@@ -300,6 +301,16 @@ int ctx_hosts(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store 
 			continue;
 		snprintf(key, sizeof(key), "%s/host/%d", job, p);
 		got = gw_store_get(st, key, &ph, sizeof(ph), ctx->timeout_ms);
+		if (got == -ETIMEDOUT) { /* the first key every rank publishes */
+			rc = (int)got;
+			snprintf(
+				err, errlen,
+				"rank %d never joined: its host id (%s) was not in the store after "
+				"%lld ms (GRADWIRE_TIMEOUT_MS); is it running, with the same store "
+				"and GRADWIRE_JOB?",
+				p, key, (long long)(gw_now_ms() - t0));
+			break;
+		}
 		if (got != sizeof(ph)) {
 			rc = got < 0 ? (int)got : -EBADMSG;
 			snprintf(err, errlen, "rank %d's host id: %s", p, gw_strerror(rc));

@@ -28,8 +28,9 @@
 #define GW_TP_INTERNAL
 #include "transport.h"
 
-static int exchange(struct gw_tp *tp, int li, struct gw_store *st)
+static int exchange(struct gw_tp *tp, int li, struct gw_store *st, char *err, size_t errlen)
 {
+	int64_t t0 = gw_now_ms();
 	struct tp_link *l = &tp->link[li];
 	const char *job = tp->cfg.job ? tp->cfg.job : "gw";
 	const char *kind = l->local ? "addr-local" : "addr";
@@ -65,6 +66,17 @@ static int exchange(struct gw_tp *tp, int li, struct gw_store *st)
 			continue;
 		snprintf(key, sizeof(key), "%s/tp/%s/%d", job, kind, r);
 		got = gw_store_get(st, key, names + off, cap, tp->cfg.timeout_ms);
+		if (got == -ETIMEDOUT && err) { /* without host ids, the first key */
+			ret = (int)got;
+			snprintf(
+				err, errlen,
+				"rank %d never joined: its %s address (%s) was not in the store "
+				"after %lld ms (GRADWIRE_TIMEOUT_MS); is it running, with the same "
+				"store and GRADWIRE_JOB?",
+				r, l->info->fabric_attr->prov_name, key,
+				(long long)(gw_now_ms() - t0));
+			goto out_free; /* the caller logs err */
+		}
 		if (got < 0 || (!str && got != (ssize_t)l->namelen) ||
 		    (str && (got == 0 || strnlen(names + off, (size_t)got) == 0))) {
 			ret = got < 0 ? (int)got : -EPROTO;
@@ -229,7 +241,7 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 		ret = links_agree(tp, tp->cfg.hosts, st, err, errlen);
 	tp->cfg.hosts = NULL; /* the caller's; used only here */
 	for (int i = 0; i < tp->nlinks && !ret; i++)
-		ret = exchange(tp, i, st);
+		ret = exchange(tp, i, st, err, errlen);
 	if (ret)
 		goto err_close_fabric;
 	tp_log(tp, GW_LOG_INFO, "connected %d ranks over %s", size, gw_tp_provider(tp));

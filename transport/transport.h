@@ -161,8 +161,9 @@ struct gw_tp;
  * instead of waiting for an address that never comes.
  * Return: 0, -EINVAL, -ENODATA (no such provider/interface), -ENOENT (the
  * named cfg->provider_local is not available), -EPROTO (a peer uses another
- * provider for our pair), -ETIMEDOUT (a peer never published), -ENOMEM, or
- * another -errno from libfabric.
+ * provider for our pair), -ETIMEDOUT (a peer never published: err, when
+ * not NULL, says "rank N never joined", and how long this rank waited),
+ * -ENOMEM, or another -errno from libfabric.
  */
 int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_store *st,
 		 struct gw_tp **out, char *err, size_t errlen);
