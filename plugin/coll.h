@@ -41,9 +41,10 @@ enum gw_coll_op {
 
 /* The allreduce algorithm (GRADWIRE_ALGO; coll_hier.c decides). */
 enum gw_coll_algo {
-	GW_COLL_ALGO_AUTO = 0, /* hier where the hosts' layout allows it, else ring */
-	GW_COLL_ALGO_RING = 1, /* the flat ring over every rank */
-	GW_COLL_ALGO_HIER = 2, /* two levels: inside each host, then across hosts */
+	GW_COLL_ALGO_AUTO = 0,	 /* hier where the hosts' layout allows it, else direct */
+	GW_COLL_ALGO_RING = 1,	 /* the flat ring over every rank, lossy calls too */
+	GW_COLL_ALGO_HIER = 2,	 /* two levels: inside each host, then across hosts */
+	GW_COLL_ALGO_DIRECT = 3, /* flat; lossy calls scatter-reduce-allgather */
 };
 
 struct gw_coll;
@@ -77,12 +78,14 @@ void gw_coll_set_piece(struct gw_coll *c, uint64_t bytes);
 void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo);
 
 /**
- * gw_coll_algo() - the allreduce algorithm these collectives run: "ring" or
- * "hier". Decided from the set algorithm and the host ids of every rank
- * (gw_ctx_host_id(), the same list on every rank), so every rank decides
- * alike; the reason is logged (GRADWIRE_LOG=info, or warn when hier was asked
- * for and cannot run). *hosts and *per_host (may be NULL) receive the number
- * of hosts and of ranks on this rank's host.
+ * gw_coll_algo() - the allreduce algorithm these collectives run: "ring",
+ * "direct" (flat: exact calls on the ring, lossy ones scatter-reduce-
+ * allgather, coll_direct.c) or "hier". Decided from the set algorithm and
+ * the host ids of every rank (gw_ctx_host_id(), the same list on every
+ * rank), so every rank decides alike; the reason is logged
+ * (GRADWIRE_LOG=info, or warn when hier was asked for and cannot run).
+ * *hosts and *per_host (may be NULL) receive the number of hosts and of
+ * ranks on this rank's host.
  */
 const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host);
 

@@ -147,8 +147,9 @@ int coll_decide(struct gw_coll *c)
 	c->nhosts = nhosts;
 	c->per_host = count[idx[c->rank]];
 	c->hier = false;
-	if (c->algo_set == GW_COLL_ALGO_RING)
-		why = "GRADWIRE_ALGO=ring";
+	if (c->algo_set == GW_COLL_ALGO_RING || c->algo_set == GW_COLL_ALGO_DIRECT)
+		why = c->algo_set == GW_COLL_ALGO_RING ? "GRADWIRE_ALGO=ring"
+						       : "GRADWIRE_ALGO=direct";
 	else
 		why = why_not(nhosts, count, buf, sizeof(buf));
 	if (!why) {
@@ -170,6 +171,15 @@ int coll_decide(struct gw_coll *c)
 			       : "",
 		       why);
 	}
+	/* A flat allreduce compresses each value twice, whatever the size
+	 * (coll_direct.c), unless the ring was asked for. */
+	c->direct = !c->hier && c->algo_set != GW_COLL_ALGO_RING;
+	if (!c->hier)
+		gw_log(lvl, GW_LOG_INFO, c->rank, "allreduce: lossy calls %s",
+		       c->direct ? "direct (scatter-reduce-allgather: each value compressed "
+				   "twice, whatever the ranks)"
+				 : "on the ring (GRADWIRE_ALGO=ring: each value compressed at "
+				   "every hop)");
 	c->decided = true;
 out:
 	free(idx);
@@ -185,7 +195,7 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 		*hosts = c->nhosts;
 	if (per_host)
 		*per_host = c->per_host;
-	return c->hier ? "hier" : "ring";
+	return c->hier ? "hier" : c->direct ? "direct" : "ring";
 }
 
 /*
@@ -412,6 +422,8 @@ static int hier_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsi
 
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
+	if (!c->hier && lossy && c->direct)
+		return coll_direct_allreduce(c, &c->world, key, buf, n);
 	if (!c->hier)
 		return coll_ring_allreduce(c, &c->world, key, buf, n, lossy, RING_ALL);
 	return hier_sum(c, coll_stream_of(c, key), buf, n, lossy);

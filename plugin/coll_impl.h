@@ -77,6 +77,7 @@ struct gw_coll {
 	enum gw_coll_algo algo_set; /* what was asked for */
 	bool decided;		    /* hier, local, cross and the counts hold: */
 	bool hier;		    /* the hierarchical allreduce runs */
+	bool direct;		    /* else lossy calls run coll_direct.c's */
 	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
 	struct coll_group world, local, cross;
 };
@@ -195,5 +196,13 @@ int coll_decide(struct gw_coll *c);
  * decided (coll_decide() must have run): the ring over c->world, or the
  * hierarchical allreduce. Same contract as coll_ring_allreduce(). */
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
+
+/* coll_direct.c */
+/* The lossy sum of buf[0..n) of the tensor key over g (more than one rank,
+ * n > 0, after its call check and c->agreed): each member's part of chunk k
+ * encoded once and sent to its owner, which sums exactly, then the ring's
+ * allgather (owner rule). Same contract as coll_ring_allreduce(). */
+int coll_direct_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
+			  uint64_t n);
 
 #endif

@@ -29,7 +29,8 @@ struct param {
 
 static const char *const mac_modes[] = { "off", "optional", "required", NULL };
 static const char *const log_levels[] = { "error", "warn", "info", "debug", NULL };
-static const char *const algos[] = { "auto", "ring", "hier", NULL }; /* enum gw_coll_algo */
+static const char *const algos[] = { "auto", "ring", "hier", "direct",
+				     NULL }; /* enum gw_coll_algo */
 
 static const struct param table[] = {
 	{ .info = { "GRADWIRE_PROVIDER", "string", NULL,
@@ -69,12 +70,16 @@ static const struct param table[] = {
 		    "a host, or hosts that emulate several" },
 	  .type = T_STR,
 	  .off = OFF(host_id) },
-	{ .info = { "GRADWIRE_ALGO", "one of: auto, ring, hier", "auto",
-		    "allreduce algorithm: ring (flat); hier (exact reduce-scatter inside "
-		    "each host, the ring across hosts, exact allgather inside); auto: hier "
-		    "on 2 or more hosts with equal numbers of ranks, more than one each, "
-		    "else ring. hier on another layout runs the ring and says why. Every "
-		    "rank must use the same value" },
+	{ .info = { "GRADWIRE_ALGO", "one of: auto, ring, hier, direct", "auto",
+		    "allreduce algorithm: ring (flat; a lossy call re-encodes the partial "
+		    "sum at every hop); direct (flat; a lossy call sends each rank's part "
+		    "of a chunk, encoded once, to its owner, which sums exactly and "
+		    "encodes the sum once: two compressions per value whatever the ranks; "
+		    "exact calls take the ring); hier (exact reduce-scatter inside each "
+		    "host, the ring across hosts, exact allgather inside); auto: hier on 2 "
+		    "or more hosts with equal numbers of ranks, more than one each, else "
+		    "direct. hier on another layout runs direct and says why. Every rank "
+		    "must use the same value" },
 	  .type = T_ENUM,
 	  .off = OFF(algo),
 	  .names = algos },

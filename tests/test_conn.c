@@ -481,6 +481,67 @@ static void test_never_joined(void)
 	}
 }
 
+/*
+ * A peer that publishes its host id and address but never answers (its
+ * transport is open, nothing progresses it): the handshake fails at the
+ * timeout naming the peer, the address it was looked for at, and what to
+ * check.
+ */
+static int body_silent(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	struct tp_env env = { .provider = tp_net_provider(),
+			      .iface = "lo",
+			      .log_level = GW_LOG_ERROR,
+			      .timeout_ms = a->timeout_ms };
+	uint64_t host = 2000, done = 0;
+	struct gw_store *st;
+	struct gw_tp *tp;
+	char err[1024] = "", want[128];
+	int rc;
+	struct gw_ctx *ctx;
+
+	if (rank == 1) { /* the silent one */
+		tp = tp_open(&env, rank, size, dir, &st, &rc);
+		if (!tp)
+			return 10;
+		rc = gw_store_set(st, "test/host/1", &host, sizeof(host));
+		/* Until rank 0 is done; never progresses its endpoint. */
+		if (!rc && gw_store_get(st, "test/done", &done, sizeof(done),
+					4 * a->timeout_ms + 10000) != sizeof(done))
+			rc = 11;
+		tp_close(tp, st);
+		return rc;
+	}
+	ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	gw_ctx_destroy(ctx);
+	snprintf(want, sizeof(want), "(no answer within %d ms); check that this host reaches",
+		 a->timeout_ms);
+	if (rc != -ETIMEDOUT || !strstr(err, "handshake with rank 1 at 127.0.0.1:") ||
+	    !strstr(err, " HELLO failed: Connection timed out") || !strstr(err, want) ||
+	    !strstr(err, "GRADWIRE_IFACE chooses the interface (this rank is at 127.0.0.1:") ||
+	    !strstr(err, "a firewall may block the port")) {
+		fprintf(stderr, "rank 0: got %d '%s'\n", rc, err);
+		rc = 20;
+	} else {
+		fprintf(stderr, "rank 0: %s\n", err);
+		rc = 0;
+	}
+	gw_store_set(st, "test/done", &done, sizeof(done));
+	gw_store_destroy(st);
+	return rc;
+}
+
+static void test_silent_peer(void)
+{
+	struct conn_arg a = { .codec = "none", .kill_rank = -1, .timeout_ms = 1500 };
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL(tp_run(2, 60, body_silent, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);
+	CU_ASSERT_EQUAL(codes[1], 0);
+}
+
 /* ---- MAC on the data path -------------------------------------------------- */
 
 static void test_mac_exchange(void)
@@ -1389,6 +1450,7 @@ int main(void)
 		{ "negotiation matrix", test_negotiation },
 		{ "fallback to none", test_fallback },
 		{ "a peer that never joined", test_never_joined },
+		{ "a peer that never answers the handshake", test_silent_peer },
 		{ "MAC optional and required on the data path", test_mac_exchange },
 		{ "exact sends without a copy (gathered)", test_zerocopy },
 		{ "exact receives straight into the buffer; other frames refused",

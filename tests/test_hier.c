@@ -249,7 +249,7 @@ static void layouts_in(const char *codec, double bound, uint64_t piece)
 		{ 2, 4, true, "hier" },
 		{ 2, 6, false, "hier" },
 		{ 3, 6, false, "hier" },
-		{ 1, 4, false, "ring" },
+		{ 1, 4, false, "direct" },
 	};
 
 	for (size_t i = 0; i < sizeof(lay) / sizeof(lay[0]); i++) {
@@ -349,7 +349,7 @@ static void test_uneven(void)
 	struct hier_arg a = { .codec = "int8",
 			      .host_of = three_one,
 			      .algo = GW_COLL_ALGO_HIER,
-			      .want_algo = "ring",
+			      .want_algo = "direct",
 			      .bound = 5e-2,
 			      .kill_rank = -1 };
 

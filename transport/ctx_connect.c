@@ -159,6 +159,33 @@ struct hs_peer {
 };
 
 /*
+ * Why the handshake with peer failed (rc), naming where it was looked for;
+ * a peer that never answered or cannot be reached most often sits behind
+ * the wrong interface or a firewall, so the message says what to check.
+ */
+static void hs_fail(struct gw_ctx *ctx, int peer, const char *dir, const char *msg, int rc,
+		    char *err, size_t errlen)
+{
+	char at[TP_ADDR_TEXT];
+	bool unreachable = rc == -ETIMEDOUT || rc == -ECONNREFUSED || rc == -EHOSTUNREACH ||
+			   rc == -ENETUNREACH || rc == -ECONNRESET;
+
+	if (gw_tp_peer_addr_str(ctx->tp, peer, at, sizeof(at)))
+		snprintf(at, sizeof(at), "an unknown address");
+	snprintf(err, errlen, "handshake with rank %d at %s: %s %s failed: %s", peer, at, dir, msg,
+		 gw_strerror(rc));
+	if (!unreachable)
+		return;
+	if (rc == -ETIMEDOUT)
+		snprintf(err + strlen(err), errlen - strlen(err), " (no answer within %d ms)",
+			 ctx->timeout_ms);
+	snprintf(err + strlen(err), errlen - strlen(err),
+		 "; check that this host reaches that address: GRADWIRE_IFACE chooses the "
+		 "interface (this rank is at %s), and a firewall may block the port",
+		 gw_tp_addr_str(ctx->tp));
+}
+
+/*
  * One round: post a control receive and send to every peer, then wait for
  * all of them under one deadline (everything posted is waited for, even
  * after an error, so no operation outlives its buffer).
@@ -191,8 +218,7 @@ static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err, 
 		nreq++;
 	}
 	if (rc && reqs)
-		snprintf(err, errlen, "handshake: posting to rank %d failed: %s", peer_of[nreq],
-			 gw_strerror(rc));
+		hs_fail(ctx, peer_of[nreq], "posting", fin ? "FINISHED" : "HELLO", rc, err, errlen);
 	if (nreq) {
 		int wrc = gw_tp_waitall(ctx->tp, reqs, nreq, ctx->timeout_ms);
 
@@ -202,11 +228,8 @@ static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err, 
 					reqs[i].result;
 			if (!rc && wrc && reqs[i].result < 0) {
 				rc = (int)reqs[i].result;
-				snprintf(err, errlen, "handshake with rank %d: %s %s", peer_of[i],
-					 i % 2 ? "sending" : "receiving",
-					 fin ? "FINISHED" : "HELLO");
-				snprintf(err + strlen(err), errlen - strlen(err), " failed: %s",
-					 gw_strerror(rc));
+				hs_fail(ctx, peer_of[i], i % 2 ? "sending" : "receiving",
+					fin ? "FINISHED" : "HELLO", rc, err, errlen);
 			}
 		}
 	}

@@ -146,29 +146,52 @@ static int get_info(struct gw_tp *tp, const char *prov, const char *iface, struc
 	return *out ? 0 : -ENOMEM;
 }
 
-static void format_addr(struct tp_link *l)
+/* Endpoint name (namelen bytes) of link l's address format as text. */
+static void addr_text(const struct tp_link *l, const void *name, size_t namelen, char *out,
+		      size_t len)
 {
-	size_t len = sizeof(l->addr_str);
-
-	if (l->info->addr_format == FI_SOCKADDR_IN && l->namelen >= sizeof(struct sockaddr_in)) {
+	if (l->info->addr_format == FI_SOCKADDR_IN && namelen >= sizeof(struct sockaddr_in)) {
 		struct sockaddr_in sin;
 		char ip[INET_ADDRSTRLEN];
 
-		memcpy(&sin, l->name, sizeof(sin));
+		memcpy(&sin, name, sizeof(sin));
 		inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
-		snprintf(l->addr_str, len, "%s:%u", ip, ntohs(sin.sin_port));
+		snprintf(out, len, "%s:%u", ip, ntohs(sin.sin_port));
 	} else if (l->info->addr_format == FI_SOCKADDR_IN6 &&
-		   l->namelen >= sizeof(struct sockaddr_in6)) {
+		   namelen >= sizeof(struct sockaddr_in6)) {
 		struct sockaddr_in6 sin6;
 		char ip[INET6_ADDRSTRLEN];
 
-		memcpy(&sin6, l->name, sizeof(sin6));
+		memcpy(&sin6, name, sizeof(sin6));
 		inet_ntop(AF_INET6, &sin6.sin6_addr, ip, sizeof(ip));
-		snprintf(l->addr_str, len, "[%s]:%u", ip, ntohs(sin6.sin6_port));
-	} else if (!fi_av_straddr(l->av, l->name, l->addr_str, &len)) {
-		l->addr_str[0] = '?';
-		l->addr_str[1] = '\0';
+		snprintf(out, len, "[%s]:%u", ip, ntohs(sin6.sin6_port));
+	} else if (len > 1 && !fi_av_straddr(l->av, name, out, &len)) {
+		out[0] = '?';
+		out[1] = '\0';
 	}
+}
+
+static void format_addr(struct tp_link *l)
+{
+	addr_text(l, l->name, l->namelen, l->addr_str, sizeof(l->addr_str));
+}
+
+int gw_tp_peer_addr_str(const struct gw_tp *tp, int peer, char *buf, size_t len)
+{
+	const struct tp_link *l;
+	uint8_t name[TP_NAME_MAX];
+	size_t namelen = sizeof(name);
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (peer < 0 || peer >= tp->size || peer == tp->rank || tp->peer_link[peer] >= tp->nlinks)
+		return -EINVAL;
+	l = &tp->link[tp->peer_link[peer]];
+	if (!l->av || fi_av_lookup(l->av, tp->peer[peer], name, &namelen) || namelen > sizeof(name))
+		return -ENOENT;
+	addr_text(l, name, namelen, buf, len);
+	return 0;
 }
 
 /*

@@ -213,6 +213,16 @@ void gw_tp_post_once(struct gw_tp *tp, bool on);
  * tests): the main link's when it is open. */
 const char *gw_tp_addr_str(const struct gw_tp *tp);
 /**
+ * gw_tp_peer_addr_str() - the address this rank sends to peer at, as text
+ * ("127.0.0.1:40123", "[::1]:40123", or the provider's own form), for
+ * messages that must say where a peer was looked for.
+ * Return: 0, -EINVAL (not a peer), -ENOENT (no address known); buf is ""
+ * then.
+ */
+int gw_tp_peer_addr_str(const struct gw_tp *tp, int peer, char *buf, size_t len);
+/* Room for gw_tp_peer_addr_str()'s text. */
+#define TP_ADDR_TEXT 256
+/**
  * gw_tp_shm_unname() - remove the names of tp's shm regions from /dev/shm.
  * Only once every peer on this host has mapped them, i.e. has sent to this
  * rank over shm: a region lives on while it is mapped, but no peer can map
