@@ -26,7 +26,7 @@ fails=0
 ok() { echo "install-check: ok    $*"; }
 bad() { echo "install-check: FAIL  $*"; fails=$((fails + 1)); }
 skip() { echo "install-check: SKIP  $*"; exit $SKIP; }
-has() { [ -e "$1" ] && ok "$2" || bad "$2 (missing: $1)"; }
+has() { if [ -e "$1" ]; then ok "$2"; else bad "$2 (missing: $1)"; fi; }
 
 for tool in cc pkg-config readelf "$py"; do
 	command -v "$tool" >/dev/null || skip "$tool is not installed (Debian: build-essential, pkg-config)"
@@ -39,13 +39,15 @@ trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
 mkdir -p "$tmp/work"
 
-# The build's install directories (absolute, under the prefix).
+# The build's install directories (absolute, under the prefix): sets
+# libdir, includedir, bindir and datadir.
+libdir='' includedir='' bindir='' datadir=''
 eval "$("$py" - "$build" <<'EOF'
 import json, subprocess, sys
 opts = json.loads(subprocess.run(["meson", "introspect", sys.argv[1], "--buildoptions"],
                                  check=True, capture_output=True, text=True).stdout)
 o = {x["name"]: x["value"] for x in opts}
-for k in ("prefix", "libdir", "includedir", "bindir", "datadir"):
+for k in ("libdir", "includedir", "bindir", "datadir"):
     v = o[k] if o[k].startswith("/") else o["prefix"] + "/" + o[k]
     print(f"{k}='{v}'")
 EOF
@@ -105,7 +107,7 @@ done
 
 # From here on only the installed files: another folder, no GW_LIB, no
 # source or build path on PATH, PYTHONPATH or LD_LIBRARY_PATH.
-cd "$tmp/work"
+cd "$tmp/work" || exit 1
 clean_env=(env -u GW_LIB -u LD_LIBRARY_PATH -u PYTHONPATH -u PKG_CONFIG_PATH
 	PATH=/usr/local/bin:/usr/bin:/bin OMP_NUM_THREADS=1
 	FI_TCP_IFACE=lo FI_NET_IFACE=lo GLOO_SOCKET_IFNAME=lo GRADWIRE_PROVIDER_LOCAL=net)
