@@ -146,7 +146,7 @@ fi
 pc=("${clean_env[@]}" PKG_CONFIG_PATH="$lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$root")
 flags=$("${pc[@]}" pkg-config --cflags --libs gradwire 2>&1)
 echo "install-check: pkg-config --cflags --libs gradwire: $flags"
-# shellcheck disable=SC2086 (flags are words)
+# shellcheck disable=SC2086 # the flags are words
 if "${pc[@]}" cc -o allreduce "$doc/examples/allreduce.c" $flags >"$tmp/cc.log" 2>&1; then
 	ok "examples/allreduce.c builds with cc \$(pkg-config --cflags --libs gradwire)"
 	mkdir rdv
