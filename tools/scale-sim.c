@@ -74,8 +74,11 @@ struct sim {
 	uint8_t *pay;
 	size_t cap;
 	void *scratch;
-	/* Error feedback (calls > 1): a residual and a state per stream. */
-	float *res;
+	/* Error feedback (calls > 1): a residual and a state per stream.
+	 * One call: a zero residual in, the new one discarded (the transport
+	 * always encodes with error feedback, which e.g. randomk's scaling
+	 * depends on). */
+	float *res, *zres, *rtmp;
 	uint8_t *state;
 	size_t state_sz;
 	uint64_t bytes; /* payload bytes sent by all ranks in this call */
@@ -121,15 +124,16 @@ static uint64_t chunk_len(const struct sim *s, uint32_t k)
 /* Encode x (+ the residual of stream `st`) into s->pay: section bytes. */
 static ssize_t encode(struct sim *s, uint64_t st, const float *x, uint64_t m)
 {
-	float *res = s->res ? s->res + st * s->m : NULL;
+	float *res = s->res ? s->res + st * s->m : s->zres;
+	float *res_out = s->res ? res : s->rtmp;
 	void *state = s->state ? s->state + st * s->state_sz : s->scratch;
 	struct gw_enc_info info;
 	ssize_t len;
 
 	if (!s->state && s->state_sz)
 		memset(state, 0, s->state_sz); /* one call: a fresh stream */
-	len = s->c.ops->encode(&s->c, state, (uint8_t *)s->scratch + s->state_sz, x, res, res, m,
-			       s->pay, s->cap, &info);
+	len = s->c.ops->encode(&s->c, state, (uint8_t *)s->scratch + s->state_sz, x, res, res_out,
+			       m, s->pay, s->cap, &info);
 	if (len < 0)
 		fprintf(stderr, "gradwire-scale-sim: encode: %s\n", strerror((int)-len));
 	return len;
@@ -203,6 +207,8 @@ static void sim_fini(struct sim *s)
 	free(s->pay);
 	free(s->scratch);
 	free(s->res);
+	free(s->zres);
+	free(s->rtmp);
 	free(s->state);
 }
 
@@ -225,13 +231,16 @@ static int sim_init(struct sim *s, const struct gw_codec *c, const struct opts *
 	s->acc = zalloc(s->m * sizeof(float));
 	s->tmp = zalloc(s->m * sizeof(float));
 	s->pay = zalloc(s->cap);
+	s->zres = zalloc(s->m * sizeof(float));
+	s->rtmp = zalloc(s->m * sizeof(float));
 	/* Scratch, preceded by one state for the one-call case. */
 	s->scratch = zalloc(s->state_sz + gw_codec_scratch_size(c, s->m));
 	if (ef) {
 		s->res = zalloc(streams * s->m * sizeof(float));
 		s->state = zalloc(streams * s->state_sz);
 	}
-	if (!s->acc || !s->tmp || !s->pay || !s->scratch || (ef && (!s->res || !s->state))) {
+	if (!s->acc || !s->tmp || !s->pay || !s->zres || !s->rtmp || !s->scratch ||
+	    (ef && (!s->res || !s->state))) {
 		sim_fini(s);
 		return -ENOMEM;
 	}
@@ -481,12 +490,16 @@ int main(int argc, char **argv)
 					       r[a].err1 / base[a], errm, o.calls, r[a].bytes);
 				}
 			} else {
-				printf("%-20s %6llu %11.4g %6.2fx %11.4g %6.2fx %11.4g %11.4g "
-				       "%11.1f "
+				char em[NALGO][16];
+
+				for (int a = 0; a < NALGO; a++)
+					snprintf(em[a], sizeof(em[a]),
+						 isnan(r[a].errm) ? "-" : "%.4g", r[a].errm);
+				printf("%-20s %6llu %11.4g %6.2fx %11.4g %6.2fx %11s %11s %11.1f "
 				       "%11.1f\n",
 				       "", (unsigned long long)N, r[RING].err1,
 				       r[RING].err1 / base[RING], r[DIRECT].err1,
-				       r[DIRECT].err1 / base[DIRECT], r[RING].errm, r[DIRECT].errm,
+				       r[DIRECT].err1 / base[DIRECT], em[RING], em[DIRECT],
 				       r[RING].bytes / 1024, r[DIRECT].bytes / 1024);
 			}
 			fflush(stdout);
