@@ -9,9 +9,18 @@
 - more than 31 compressible parameters stops with an error that names
   min_compress_numel, and raising it lets the same model train;
 - the step counter and warm-up; load_state_dict() refuses another rank's
-  state, and a State that already reduced tensors in another order.
+  state, and a State that already reduced tensors in another order;
+- timeouts: a State takes its group's (the default group's 30 minutes; a
+  new_group's 5 s, which the library then logs as its GRADWIRE_TIMEOUT_MS),
+  keeps the first one with a warning while an earlier State is open, and
+  yields to a GRADWIRE_TIMEOUT_MS the user set; the variable is not left
+  behind;
+- the rendezvous prefix's group part ("0,2-4,7"; long lists hashed), and a
+  world of one's summary (no links) from close().
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
 """
+import datetime
+import logging
 import os
 import sys
 import tempfile
@@ -69,6 +78,84 @@ def deep(width=48, depth=gwt.MAX_LOSSY + 10):
     return nn.Sequential(*layers, nn.Linear(width, 1))
 
 
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append((record.levelname, record.getMessage()))
+
+
+def stderr_of(fn):
+    """fn()'s result and what was written to file descriptor 2 meanwhile
+    (the C library's log)."""
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            out = fn()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        return out, f.read().decode(errors="replace")
+
+
+def timeouts():
+    for st in list(gwt._open_states):	# the State whose hook raised above
+        st.close()
+    rec = Records()
+    logging.getLogger("gradwire").addHandler(rec)
+    logging.getLogger("gradwire").setLevel(logging.INFO)
+    var = gwt.TIMEOUT_VAR
+    os.environ.pop(var, None)
+    g5 = dist.new_group([0], timeout=datetime.timedelta(seconds=5))
+    check(gwt.group_timeout_ms() == 1800000 and gwt.group_timeout_ms(g5) == 5000,
+          f"group timeouts: default {gwt.group_timeout_ms()} ms, new_group's "
+          f"{gwt.group_timeout_ms(g5)} ms")
+    a = gwt.State()
+    check((a.timeout_ms, a.timeout_source) == (1800000, "process group"),
+          f"a State on the default group: {a.timeout_ms} ms ({a.timeout_source})")
+    b = gwt.State(process_group=g5)
+    warned = [m for lv, m in rec.lines if lv == "WARNING" and "5000 ms" in m]
+    check((b.timeout_ms, b.timeout_source) == (1800000, "an earlier context") and warned,
+          f"a second State while the first is open keeps {b.timeout_ms} ms "
+          f"({b.timeout_source}), warning: {warned[:1]}")
+    a.close()
+    b.close()
+    os.environ["GRADWIRE_LOG"] = "info"
+    c, err = stderr_of(lambda: gwt.State(process_group=g5))
+    del os.environ["GRADWIRE_LOG"]
+    check((c.timeout_ms, c.timeout_source) == (5000, "process group")
+          and "GRADWIRE_TIMEOUT_MS=5000" in err,
+          f"once closed, the next State's library waits its group's {c.timeout_ms} ms "
+          f"({[x for x in err.splitlines() if var in x][:1]})")
+    check(var not in os.environ, f"{var} is not left set")
+    summary = c.close()
+    check(summary["links"] == {} and summary["size"] == 1 and summary["ranks"] == [0]
+          and summary["timeout_ms"] == 5000,
+          "a world of one's summary: no links, its timeout")
+    logged = [m for lv, m in rec.lines if lv == "INFO" and m.startswith("gradwire summary")]
+    check(len(logged) == 3 and "no links" in logged[-1],
+          f"each close() logged one summary: {logged[-1:]}")
+    os.environ[var] = "4000"
+    os.environ["GRADWIRE_LOG"] = "info"
+    d, err = stderr_of(lambda: gwt.State(process_group=g5))
+    del os.environ["GRADWIRE_LOG"]
+    check((d.timeout_ms, d.timeout_source) == (4000, var)
+          and "GRADWIRE_TIMEOUT_MS=4000" in err,
+          f"a {var} the user set wins: {d.timeout_ms} ms ({d.timeout_source})")
+    d.close()
+    del os.environ[var]
+    logging.getLogger("gradwire").removeHandler(rec)
+    tag = gwt._ranks_tag
+    long = tag(list(range(0, 400, 2)))
+    check(tag([0, 1]) == "0-1" and tag([0, 2, 3, 4, 7]) == "0,2-4,7" and tag([5]) == "5"
+          and len(long) <= 64 and long.startswith("200r"),
+          f"the rendezvous prefix names the group's ranks: 0-1, 0,2-4,7, {long}")
+
+
 def main():
     folder = tempfile.mkdtemp(prefix="gradwire-hook-")
     torch.set_num_threads(1)
@@ -111,6 +198,7 @@ def main():
         check("order" in str(e), "a State that reduced tensors in another order "
               "refuses a checkpoint")
     state.close()
+    timeouts()
     dist.destroy_process_group()
     return exit_code()
 

@@ -53,6 +53,16 @@ zeros) before loading the residuals. More than MAX_LOSSY compressible
 parameters is an error that says to raise min_compress_numel (beyond 1024
 identifiers the library would share streams, mixing residuals).
 
+Timeout: the library's waits (connecting, every receive) follow the
+process group's timeout (torch's default 30 minutes), so a rank that
+evaluates or checkpoints for minutes does not fail the others; a
+GRADWIRE_TIMEOUT_MS the user set wins. Like torch's own collectives, a peer
+that stays alive but silent is then noticed only after that long.
+
+Rendezvous: through the group's own store (torch 1.13: its namespace in the
+default store), under prefix/<the group's global ranks>/<count>, so States
+of disjoint groups in one job never share a key.
+
 State checkpoint: state_dict() holds this rank's residuals and codec state
 (the bytes of residuals_save), the identifiers' order and the step counter;
 every rank saves and restores its own.
@@ -60,9 +70,13 @@ every rank saves and restores its own.
 import atexit
 import collections
 import datetime
+import hashlib
+import logging
+import math
 import os
 import tempfile
 import threading
+import time
 import weakref
 
 import torch
@@ -70,9 +84,13 @@ import torch.distributed as dist
 
 from . import lib as _lib
 
-__all__ = ["State", "hook", "c10d_store_fns"]
+__all__ = ["State", "hook", "c10d_store_fns", "group_timeout_ms"]
 
-_generations = {}
+log = logging.getLogger("gradwire")
+_generations = {}	# (prefix, group tag) -> States made so far
+TIMEOUT_VAR = "GRADWIRE_TIMEOUT_MS"
+TIMEOUT_MAX_MS = 86400000	# the variable's bound in plugin/config.c
+_lib_loaded = None	# (source, value) of the timeout the hook had the library load
 EXACT_ID = 1 << 31  # allreduce_id of every bucket's exact part
 STATE_VERSION = 2   # state_dict()'s; 2: EXACT_ID's stream comes first
 MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (plugin/coll.h), less
@@ -106,15 +124,117 @@ def c10d_store_fns(store, prefix):
     return set_fn, get_fn
 
 
+def _group(process_group):
+    """The ProcessGroup object itself (None: the default group)."""
+    if process_group is None:
+        return dist.distributed_c10d._get_default_group()
+    return process_group
+
+
+def group_timeout_ms(process_group=None):
+    """The process group's timeout in milliseconds (None: the default group).
+
+    It is the timeout= given to init_process_group() or new_group() (torch's
+    default: 30 minutes). torch 1.13 has no public getter: gloo and NCCL
+    groups keep it in group.options._timeout, which this reads; a group
+    without one (a debug wrapper, another backend) counts as torch's
+    default, dist.distributed_c10d.default_pg_timeout. Clamped to what
+    GRADWIRE_TIMEOUT_MS accepts (1 ms to 24 h).
+    """
+    t = getattr(getattr(_group(process_group), "options", None), "_timeout", None)
+    if not isinstance(t, datetime.timedelta):
+        t = dist.distributed_c10d.default_pg_timeout
+    return max(1, min(TIMEOUT_MAX_MS, int(t.total_seconds() * 1000)))
+
+
+def _follow_timeout(lib, group_ms):
+    """Have the library wait group_ms (its GRADWIRE_TIMEOUT_MS) unless the
+    user set that variable; (the milliseconds in force, where they come from).
+
+    The library reads its variables once, at init(), from the process
+    environment, and has no timeout per context (include/gradwire/plugin.h).
+    So the hook sets the variable for the length of init() and removes it
+    again (child processes do not inherit it, and a later State still sees
+    only what the user set). A library loaded earlier with another value is
+    finalized and loaded again when no context is open; otherwise it keeps
+    its value, with a warning.
+    """
+    global _lib_loaded
+    user = os.environ.get(TIMEOUT_VAR)
+    want = (TIMEOUT_VAR, user) if user is not None else ("process group", group_ms)
+    if lib.inited and _lib_loaded != want:
+        if lib.finalize() < 0:	# -EBUSY: a context is open
+            have = int(_lib_loaded[1] if _lib_loaded else user or 30000)
+            log.warning("gradwire: this State's timeout would be %s ms (%s), but the "
+                        "library keeps %d ms while a context opened earlier is open "
+                        "(one timeout per process); close that State first, or set "
+                        "%s before the first one", want[1], want[0], have, TIMEOUT_VAR)
+            return have, "an earlier context"
+    if not lib.inited:
+        if user is None:
+            os.environ[TIMEOUT_VAR] = str(group_ms)
+        try:
+            lib.init()	# rejects a user's value that is not a number
+        finally:
+            if user is None:
+                del os.environ[TIMEOUT_VAR]
+        _lib_loaded = want
+    return int(want[1]), want[0]
+
+
+def _ranks_tag(ranks):
+    """The group's global ranks as a short key part: "0-3", "0,2,5-7"; a
+    long list becomes its length and a hash."""
+    runs, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        runs.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    tag = ",".join(runs)
+    if len(tag) > 64:
+        tag = f"{len(ranks)}r" + hashlib.sha256(tag.encode()).hexdigest()[:16]
+    return tag
+
+
+def _group_ranks(pg):
+    """The group's members, in the global numbering, by group rank."""
+    c10d = dist.distributed_c10d
+    if hasattr(c10d, "get_process_group_ranks"):	# torch 1.13
+        return list(c10d.get_process_group_ranks(pg))
+    return [dist.get_global_rank(pg, r) for r in range(pg.size())]
+
+
+def _group_store(pg):
+    """The group's own c10d store, as far as torch 1.13 has one.
+
+    torch 1.13 builds a group's backend over PrefixStore(<group name>, the
+    default store) and keeps no reference to that PrefixStore; it records
+    the store it wrapped (_pg_map) and the name (_pg_names). This rebuilds
+    the same namespace (the hook's keys stay apart from the backend's under
+    their own prefix). Without those records: the default store.
+    """
+    c10d = dist.distributed_c10d
+    base = getattr(c10d, "_pg_map", {}).get(pg, (None, None))[1]
+    name = getattr(c10d, "_pg_names", {}).get(pg)
+    if base is None or name is None:
+        return c10d._get_default_store()
+    return dist.PrefixStore(name, base)
+
+
 class State:
     """The hook's state: a gradwire context, the step counter, statistics.
 
     Arguments (all optional):
     process_group: the group whose ranks take part (default: the world). Its
-        rank and size are gradwire's.
-    store: a c10d store for the rendezvous (default: the default group's).
-    prefix: key prefix in that store; a per-process counter is appended, so
-        States created in the same order on every rank do not collide.
+        rank and size are gradwire's, and its timeout (group_timeout_ms())
+        is the library's GRADWIRE_TIMEOUT_MS unless the user set that.
+    store: a c10d store for the rendezvous (default: the group's own).
+    prefix: key prefix in that store; the group's global ranks and a count
+        of the States this process made for them are appended
+        ("gradwire/0-3/0"), so States made in the same order on every rank
+        of a group meet, and States of other groups never collide.
     library: path of libgradwire.so (default: GW_LIB, the build folder next
         to this package, then the system's library path).
     warmup_steps: steps during which every bucket travels exactly.
@@ -129,6 +249,10 @@ class State:
         send; ratio = exact_bytes / wire_bytes, the compression (for
         PowerSGD the frames carry the factors, so raw_bytes is small too);
         lossy, whether the warm-up was over).
+
+    close() (or the exit, for a State left open) returns summary(), this
+    rank's account of the State, and logs it at info on the "gradwire"
+    logger (Python logging).
     """
 
     def __init__(self, process_group=None, store=None, prefix="gradwire",
@@ -138,8 +262,10 @@ class State:
             raise RuntimeError("gradwire.torch.State: call "
                                "torch.distributed.init_process_group() first")
         self.process_group = process_group
+        pg = _group(process_group)
         self.rank = dist.get_rank(process_group)
         self.size = dist.get_world_size(process_group)
+        self.group_ranks = _group_ranks(pg)
         self.warmup_steps = int(warmup_steps)
         self.min_compress_numel = int(min_compress_numel)
         self.step = 0
@@ -152,14 +278,23 @@ class State:
         self._seen = {}		# allreduce_id -> (n, lossy), first-use order
         self._queue = None	# the asynchronous hook's, made below
         self._exact_bytes = 0
+        self._summary = None
+        self._connect_s = 0.0	# wall time in gradwire: connecting,
+        self._allreduce_s = 0.0	# and with allreduces called or queued
         self.lib = _lib.load(library)
+        self.timeout_ms, self.timeout_source = _follow_timeout(
+            self.lib, group_timeout_ms(pg))
         if store is None:
-            store = dist.distributed_c10d._get_default_store()
-        gen = _generations.get(prefix, 0)
-        _generations[prefix] = gen + 1
-        set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{gen}")
+            store = _group_store(pg)
+        tag = _ranks_tag(self.group_ranks)
+        gen = _generations.get((prefix, tag), 0)
+        _generations[(prefix, tag)] = gen + 1
+        set_fn, get_fn = c10d_store_fns(store, f"{prefix}/{tag}/{gen}")
+        t0 = time.monotonic()
         self.ctx = _lib.Context.create(self.lib, self.rank, self.size,
                                        set_fn, get_fn)
+        self._connect_s = time.monotonic() - t0
+        _open_states.add(self)
         self.providers = {p: self.ctx.stats(p).provider.decode()
                           for p in range(self.size) if p != self.rank}
         self.codecs = {p: self.ctx.stats(p).codec.decode()
@@ -184,7 +319,6 @@ class State:
             self._thread = threading.Thread(target=self._completer, daemon=True,
                                             name="gradwire-hook")
             self._thread.start()
-            _open_states.add(self)
 
     # -- checkpoints -------------------------------------------------------
     def state_dict(self):
@@ -252,10 +386,55 @@ class State:
         self._exact_bytes = 0
         self.step += 1
 
+    def summary(self):
+        """This rank's account of the State so far, a dict:
+
+        rank, size, ranks (the group's global ranks), steps, timeout_ms and
+        timeout_source ("process group", GRADWIRE_TIMEOUT_MS, ...);
+        links: {peer's group rank: {global_rank, codec, provider, fell_back,
+            raw_sent, wire_sent, raw_recv, wire_recv, timeouts, errors}},
+            the library's counters of each connection (raw: tensor bytes in
+            frames; wire: the frames' bytes, handshake and agreement
+            included);
+        raw_sent, wire_sent: their sums; ratio = raw_sent / wire_sent;
+        connect_s: wall time creating the context (rendezvous, handshakes);
+        allreduce_s: wall time with this State's allreduces in gradwire:
+            inside the calls (sync), or from a bucket's first wait to its
+            last ticket done (async: the queue runs one bucket at a time, so
+            these spans do not overlap); it includes waiting for slower
+            ranks;
+        time_s: connect_s + allreduce_s.
+        After close(), the summary close() made.
+        """
+        if self._summary is not None:
+            return self._summary
+        links = {}
+        for p in range(self.size):
+            if p == self.rank:
+                continue
+            s = self.ctx.stats(p)
+            links[p] = {"global_rank": self.group_ranks[p],
+                        "codec": s.codec.decode(errors="replace"),
+                        "provider": s.provider.decode(errors="replace"),
+                        "fell_back": bool(s.fell_back),
+                        "raw_sent": s.raw_sent, "wire_sent": s.wire_sent,
+                        "raw_recv": s.raw_recv, "wire_recv": s.wire_recv,
+                        "timeouts": s.timeouts, "errors": s.errors}
+        raw = sum(x["raw_sent"] for x in links.values())
+        wire = sum(x["wire_sent"] for x in links.values())
+        return {"rank": self.rank, "size": self.size, "ranks": list(self.group_ranks),
+                "steps": self.step, "timeout_ms": self.timeout_ms,
+                "timeout_source": self.timeout_source, "links": links,
+                "raw_sent": raw, "wire_sent": wire,
+                "ratio": raw / wire if wire else float("nan"),
+                "connect_s": self._connect_s, "allreduce_s": self._allreduce_s,
+                "time_s": self._connect_s + self._allreduce_s}
+
     def close(self):
         """Close the connections (the hook must not run afterwards). Buckets
         not yet sent fail their futures (ECANCELED); one in flight finishes
-        first (within GRADWIRE_TIMEOUT_MS)."""
+        first (within the timeout). Returns summary() and logs it at info
+        (logger "gradwire"), once; later calls return the same dict."""
         if getattr(self, "_queue", None) is not None:
             with self._cv:
                 self._closing = True
@@ -264,9 +443,14 @@ class State:
             self._thread.join()
             self._queue.close()
             self._queue = None
-            _open_states.discard(self)
-        if getattr(self, "ctx", None) is not None:
-            self.ctx.close()
+        _open_states.discard(self)
+        if getattr(self, "ctx", None) is not None and self.ctx.h:
+            try:
+                self._summary = self.summary()
+                log.info("%s", _summary_line(self._summary))
+            finally:
+                self.ctx.close()
+        return getattr(self, "_summary", None)
 
     # -- the asynchronous path ---------------------------------------------
     def drain(self):
@@ -290,8 +474,12 @@ class State:
                 fut, buf, tickets, finish, last = self._jobs.popleft()
                 self._busy = True
             try:
-                for t in tickets:
-                    self._queue.wait(t)
+                t0 = time.monotonic()
+                try:
+                    for t in tickets:
+                        self._queue.wait(t)
+                finally:
+                    self._allreduce_s += time.monotonic() - t0
                 if finish:
                     finish()
                 if last:
@@ -354,10 +542,17 @@ class State:
         if self._queue is None or tickets is None:
             if self._queue is not None:
                 self.drain()	# a synchronous call must not overlap the queue's
-                t_ = self._queue.submit(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG, flags)
-                self._queue.wait(t_)
-                return
-            self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(), _lib.GRADWIRE_AVG, flags)
+            t0 = time.monotonic()
+            try:
+                if self._queue is not None:
+                    t_ = self._queue.submit(ident, t.data_ptr(), t.numel(),
+                                            _lib.GRADWIRE_AVG, flags)
+                    self._queue.wait(t_)
+                else:
+                    self.ctx.allreduce_id(ident, t.data_ptr(), t.numel(),
+                                          _lib.GRADWIRE_AVG, flags)
+            finally:
+                self._allreduce_s += time.monotonic() - t0
             return
         tickets.append(self._queue.submit(ident, t.data_ptr(), t.numel(),
                                           _lib.GRADWIRE_AVG, flags))
@@ -452,8 +647,35 @@ class State:
         return fut
 
 
-# States with a queue still open; closed at exit so that no thread of theirs
-# outlives the interpreter's teardown.
+def _mb(n):
+    return f"{n / 1e6:.2f} MB"
+
+
+def _summary_line(s):
+    """State.summary() as one line for the log."""
+    groups = {}
+    for p, x in sorted(s["links"].items()):
+        key = (x["codec"], x["provider"], x["fell_back"])
+        groups.setdefault(key, []).append(str(p))
+    links = []
+    for (codec, provider, fell_back), peers in groups.items():
+        who = (f"peer {peers[0]}" if len(peers) == 1 else
+               f"peers {', '.join(peers)}" if len(peers) <= 4 else
+               f"{len(peers)} peers")
+        links.append(f"{who} {codec or '?'} over {provider or '?'}" +
+                     (" (no common codec: fell back to none)" if fell_back else ""))
+    ratio = "" if math.isnan(s["ratio"]) else f" ({s['ratio']:.2f}x)"
+    return (f"gradwire summary: rank {s['rank']} of {s['size']} (global ranks "
+            f"{_ranks_tag(s['ranks'])}), {s['steps']} steps; "
+            f"{'; '.join(links) or 'no links'}; sent {_mb(s['raw_sent'])} of "
+            f"tensors as {_mb(s['wire_sent'])} on the wire{ratio}; "
+            f"{s['time_s']:.2f} s in gradwire (connecting {s['connect_s']:.2f} s, "
+            f"allreduces {s['allreduce_s']:.2f} s); timeout {s['timeout_ms']} ms "
+            f"({s['timeout_source']})")
+
+
+# States still open; closed at exit so that no thread of theirs outlives the
+# interpreter's teardown, and each logs its summary.
 _open_states = weakref.WeakSet()
 
 
