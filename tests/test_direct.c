@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_direct.c - the direct lossy allreduce (plugin/coll_direct.c) against
+ * the ring, on the same ranks and data: 2 to 8 ranks, lengths below the
+ * ranks and not a multiple of them, every codec.
+ *
+ * Each rank opens one context and one collectives object, and sets it to
+ * GW_COLL_ALGO_RING or GW_COLL_ALGO_DIRECT before each call; the two
+ * algorithms' tensors have ids of their own, hence streams of their own, so
+ * they never share a slot or a residual. Each rank checks:
+ * `none` exact; every result finite; one call's error of the direct
+ * allreduce at most the ring's (it compresses each value twice, the ring
+ * size times), and below it from 4 ranks for the dense quantizers; no more
+ * wire bytes sent than the ring's (frame headers aside); error feedback
+ * converging over 30 calls as well as the ring's. The parent checks that
+ * every replica is bit-identical.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tutil.h"
+#include "tp_harness.h"
+#include "coll_util.h"
+#include "conn.h"
+#include "coll.h"
+
+struct direct_arg {
+	const char *codec;
+	bool dense; /* a quantizer whose error scales with what it encodes */
+	char dir[64];
+};
+
+enum { RING, DIRECT };
+
+static uint64_t wire_sent(struct gw_ctx *ctx, int rank, int size)
+{
+	uint64_t sum = 0;
+
+	for (int p = 0; p < size; p++) {
+		struct gw_conn_stats s;
+
+		if (p != rank && !gw_ctx_stats(ctx, p, &s))
+			sum += s.wire_sent;
+	}
+	return sum;
+}
+
+/* A lossy allreduce of y by algorithm k: the ring's tensor is id 1, the
+ * direct one's id 2. */
+static int call(struct gw_coll *c, int k, float *y, uint64_t n)
+{
+	gw_coll_set_algo(c, k == RING ? GW_COLL_ALGO_RING : GW_COLL_ALGO_DIRECT);
+	if (strcmp(gw_coll_algo(c, NULL, NULL), k == RING ? "ring" : "direct"))
+		return -EPROTO;
+	return gw_coll_allreduce_id(c, 1 + (uint32_t)k, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
+}
+
+/* One lossy allreduce of rank's data for n by algorithm k, its error
+ * against the exact sum and the wire bytes it sent. */
+static int one_call(struct gw_coll *c, struct gw_ctx *ctx, int k, int rank, int size, uint64_t n,
+		    float *y, const double *exact, double *err, uint64_t *wire)
+{
+	uint64_t w0 = wire_sent(ctx, rank, size);
+	int rc;
+
+	tu_fill(y, n, ct_seed(rank, n, 0));
+	rc = call(c, k, y, n);
+	if (rc) {
+		fprintf(stderr, "rank %d n=%llu algo %d: %s\n", rank, (unsigned long long)n, k,
+			gw_strerror(rc));
+		return rc;
+	}
+	*wire = wire_sent(ctx, rank, size) - w0;
+	for (uint64_t i = 0; i < n; i++)
+		if (!isfinite(y[i]))
+			return -ERANGE;
+	*err = ct_rel_l2(y, exact, n, 1.0);
+	return 0;
+}
+
+static int body_against_ring(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	const uint64_t sizes[] = { 1, 7, (uint64_t)size * 1000 + 3, 65537 };
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c;
+
+	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+		return 10;
+	if (gw_coll_create(ctx, &c))
+		return 11;
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		uint64_t n = sizes[z], wire[2];
+		float *y = tu_alloc(n * 4);
+		double *exact = tu_alloc(n * 8), *mag = tu_alloc(n * 8), err[2];
+
+		ct_exact_sum(exact, mag, n, size, 0);
+		for (int k = RING; k <= DIRECT; k++) {
+			if (one_call(c, ctx, k, rank, size, n, y, exact, &err[k], &wire[k]))
+				return 13;
+			if (k == DIRECT && ct_record(a->dir, "direct", rank, y, n * 4))
+				return 14;
+		}
+		if (!strcmp(a->codec, "none")) {
+			for (uint64_t i = 0; i < n; i++)
+				if (fabs(y[i] - exact[i]) > 1e-5 * mag[i] + 1e-30)
+					return 15;
+		} else if (n > 1000) {
+			/* Per value two compressions against size. */
+			double most = size == 2 || !a->dense ? 1.02 * err[RING] : err[RING] / 1.05;
+
+			if (rank == 0)
+				printf("\n  %s, %d ranks, n %llu: rel err direct %.4g, ring %.4g; "
+				       "wire bytes %llu, %llu",
+				       a->codec, size, (unsigned long long)n, err[DIRECT],
+				       err[RING], (unsigned long long)wire[DIRECT],
+				       (unsigned long long)wire[RING]);
+			if (!(err[DIRECT] <= most + 1e-9)) {
+				fprintf(stderr, "rank %d %s n=%llu: direct %g, ring %g\n", rank,
+					a->codec, (unsigned long long)n, err[DIRECT], err[RING]);
+				return 16;
+			}
+		}
+		/* The same payload bytes; the segments may cut differently. */
+		if (wire[DIRECT] > wire[RING] + wire[RING] / 50 + 2048) {
+			fprintf(stderr, "rank %d %s n=%llu: direct sent %llu bytes, ring %llu\n",
+				rank, a->codec, (unsigned long long)n,
+				(unsigned long long)wire[DIRECT], (unsigned long long)wire[RING]);
+			return 17;
+		}
+		free(y), free(exact), free(mag);
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void against_ring(const char *codec, bool dense)
+{
+	static const int ranks[] = { 2, 3, 5, 8 };
+
+	for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
+		struct direct_arg a = { .codec = codec, .dense = dense };
+		int codes[TP_MAX_RANKS];
+
+		strcpy(a.dir, "/tmp/gw-direct-XXXXXX");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+		CU_ASSERT_EQUAL_FATAL(tp_run(ranks[i], 120, body_against_ring, &a, codes), 0);
+		for (int r = 0; r < ranks[i]; r++) {
+			if (codes[r])
+				printf("\n  %s, %d ranks: rank %d exited %d\n", codec, ranks[i], r,
+				       codes[r]);
+			CU_ASSERT_EQUAL(codes[r], 0);
+		}
+		ct_check_identical(a.dir, "direct", ranks[i]);
+		rmdir(a.dir);
+	}
+}
+
+static void test_none(void)
+{
+	against_ring("none", false);
+}
+static void test_fp16(void)
+{
+	against_ring("fp16", true);
+}
+static void test_bf16(void)
+{
+	against_ring("bf16", true);
+}
+static void test_int8(void)
+{
+	against_ring("int8", true);
+}
+static void test_sparse(void)
+{
+	against_ring("onebit", false);
+	against_ring("randomk:ratio=0.1", false);
+	against_ring("topk:ratio=0.1", false);
+}
+
+/* ---- error feedback: the mean over 30 calls converges ------------------------ */
+
+#define EF_N 20000
+#define EF_STEPS 30
+
+static int body_feedback(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c;
+	float *y = tu_alloc(EF_N * 4);
+	double *exact = tu_alloc(EF_N * 8), *mag = tu_alloc(EF_N * 8);
+	double *avg[2], e1[2], e30[2];
+
+	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+		return 10;
+	ct_exact_sum(exact, mag, EF_N, size, 0);
+	if (gw_coll_create(ctx, &c))
+		return 11;
+	for (int k = RING; k <= DIRECT; k++) {
+		avg[k] = tu_alloc(EF_N * 8);
+		memset(avg[k], 0, EF_N * 8);
+	}
+	for (int s = 1; s <= EF_STEPS; s++) {
+		for (int k = RING; k <= DIRECT; k++) {
+			tu_fill(y, EF_N, ct_seed(rank, EF_N, 0)); /* the same gradient */
+			if (call(c, k, y, EF_N))
+				return 12;
+			for (int i = 0; i < EF_N; i++)
+				avg[k][i] += (y[i] - avg[k][i]) / s;
+			if (s == 1)
+				e1[k] = ct_rel_l2(y, exact, EF_N, 1.0);
+		}
+	}
+	for (int k = RING; k <= DIRECT; k++) {
+		double e = 0, t = 0;
+
+		for (int i = 0; i < EF_N; i++) {
+			e += (avg[k][i] - exact[i]) * (avg[k][i] - exact[i]);
+			t += exact[i] * exact[i];
+		}
+		e30[k] = sqrt(e / t);
+	}
+	if (rank == 0)
+		printf("\n  %s, %d ranks: rel err after 1 call ring %.3f, direct %.3f; "
+		       "of the mean of %d ring %.4f, direct %.4f",
+		       a->codec, size, e1[RING], e1[DIRECT], EF_STEPS, e30[RING], e30[DIRECT]);
+	/* It converges, and no worse than the ring. */
+	if (!(e30[DIRECT] < e1[DIRECT] / 2) || !(e30[DIRECT] <= 1.05 * e30[RING]))
+		return 13;
+	for (int k = RING; k <= DIRECT; k++)
+		free(avg[k]);
+	gw_coll_destroy(c);
+	free(y), free(exact), free(mag);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_feedback(void)
+{
+	static const char *const codecs[] = { "topk:ratio=0.1", "onebit", "randomk:ratio=0.1" };
+
+	for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++) {
+		struct direct_arg a = { .codec = codecs[i] };
+		int codes[TP_MAX_RANKS];
+
+		CU_ASSERT_EQUAL_FATAL(tp_run(4, 120, body_feedback, &a, codes), 0);
+		for (int r = 0; r < 4; r++)
+			CU_ASSERT_EQUAL(codes[r], 0);
+	}
+}
+
+int main(void)
+{
+	CU_TestInfo tests[] = {
+		{ "direct against the ring: none exact, 2 to 8 ranks", test_none },
+		{ "direct against the ring: fp16", test_fp16 },
+		{ "direct against the ring: bf16", test_bf16 },
+		{ "direct against the ring: int8", test_int8 },
+		{ "direct against the ring: onebit, randomk, topk", test_sparse },
+		{ "error feedback over 30 calls, as the ring's", test_feedback },
+		CU_TEST_INFO_NULL,
+	};
+
+	return tu_run("direct", tests);
+}
