@@ -47,8 +47,11 @@ static const struct param table[] = {
 	  .off = OFF(provider_local) },
 	{ .info = { "GRADWIRE_IFACE", "string", NULL,
 		    "libfabric domain (interface) to use, e.g. lo, eth0, mlx5_0. Unset: "
-		    "the provider's first. A named interface that does not exist is an "
-		    "error, never a fall-back" },
+		    "with peers on other hosts, the provider's first that is neither "
+		    "loopback nor a bridge (docker*, br-*, virbr*, veth*, cni*, "
+		    "flannel*, ...), those only when nothing else is offered; with every "
+		    "peer on this host, the provider's first. A named interface that does "
+		    "not exist is an error, never a fall-back" },
 	  .type = T_STR,
 	  .off = OFF(iface) },
 	{ .info = { "GRADWIRE_JOB", "string", "gw",

@@ -1149,6 +1149,50 @@ out:
 	return code;
 }
 
+/* The interface rule (iface.c) on made-up lists, as fi_getinfo() orders
+ * them: loopback and bridges only when peers are all on this host, or when
+ * nothing else is there; a named one binds. */
+static void test_iface_pick(void)
+{
+	static const char *const host[] = { "lo", "docker0", "br-5f2e", "eth0", "ib0" };
+	static const char *const bridges[] = { "lo", "virbr0", "veth12ab", "docker0" };
+	static const char *const only_lo[] = { "lo" };
+	static const char *const odd[] = { "lo:1", "flannel.1", "cni0", "loop0", NULL };
+	const char *why;
+
+	CU_ASSERT_EQUAL(gw_tp_iface_kind("lo"), GW_IFACE_LOOPBACK);
+	CU_ASSERT_EQUAL(gw_tp_iface_kind("lo:1"), GW_IFACE_LOOPBACK);
+	CU_ASSERT_EQUAL(gw_tp_iface_kind("loop0"), GW_IFACE_PLAIN);
+	CU_ASSERT_EQUAL(gw_tp_iface_kind("eth0"), GW_IFACE_PLAIN);
+	CU_ASSERT_EQUAL(gw_tp_iface_kind("mlx5_0"), GW_IFACE_PLAIN);
+	for (size_t i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(gw_tp_iface_kind(((const char *[]){ "docker0", "br-5f2e", "virbr0",
+								    "veth12ab", "cni0" })[i]),
+				GW_IFACE_VIRTUAL);
+
+	/* Peers on other hosts: the first plain one. */
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 5, NULL, true, &why), 3);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "neither loopback nor a bridge"));
+	/* All on this host: the provider's first, loopback too. */
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 5, NULL, false, &why), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "every peer is on this host"));
+	/* Named: that one, even loopback or a bridge with remote peers. */
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 5, "lo", true, &why), 0);
+	CU_ASSERT_STRING_EQUAL(why, "named by GRADWIRE_IFACE");
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 5, "docker0", true, &why), 1);
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 5, "eth1", true, &why), -1);
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 5, "eth", true, &why), -1); /* exact only */
+	/* Nothing plain: the first bridge, then loopback, saying so. */
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(bridges, 4, NULL, true, &why), 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "a bridge or virtual interface"));
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(only_lo, 1, NULL, true, &why), 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(why, "reaches only this host"));
+	/* Aliases of lo are loopback; "loop0" and a nameless domain are not. */
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(odd, 5, NULL, true, &why), 3);
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(odd, 3, NULL, true, &why), 1);
+	CU_ASSERT_EQUAL(gw_tp_iface_pick(host, 0, NULL, true, &why), -1);
+}
+
 static void test_args(void)
 {
 	int codes[TP_MAX_RANKS];
@@ -1188,6 +1232,7 @@ int main(void)
 	static CU_TestInfo tests[] = {
 		{ "file store: atomic, injective keys, timeouts", test_store },
 		{ "arguments, tag layout, self send, no interface fall-back", test_args },
+		{ "interface choice: loopback and bridges last for other hosts", test_iface_pick },
 		{ "ring of 2 ranks, 1 B to 64 MiB", test_ring2 },
 		{ "ring of 4 ranks, 1 B to 64 MiB", test_ring4 },
 		{ "one IP: a connection per direction, or one with one_conn", test_duplex },

@@ -27,6 +27,8 @@
  *    ranks stuck in it for 20 s after a truncated receive).
  *  - a requested interface is binding: the chosen domain must carry its
  *    name, or create fails. There is no fall-back to another interface.
+ *    Without one, the main link skips loopback and bridges when peers are
+ *    on other hosts (iface.c has the rule); the choice is logged at info.
  *  - links: a context opens one set of these objects per provider in use,
  *    a struct tp_link each: the main provider for peers on other hosts,
  *    the local one (shm by default, GRADWIRE_PROVIDER_LOCAL) for peers on
@@ -111,12 +113,15 @@ static struct fi_info *make_hints(const char *prov, const char *iface)
 	return h;
 }
 
-/* fi_getinfo for one provider string on iface (NULL: any); keeps the first
- * matching entry in *out. */
-static int get_info(struct gw_tp *tp, const char *prov, const char *iface, struct fi_info **out)
+/* fi_getinfo for one provider string on iface (NULL: any); keeps in *out
+ * the entry gw_tp_iface_pick() chooses (iface.c: with remote, loopback and
+ * bridges only when nothing else is offered). */
+static int get_info(struct gw_tp *tp, const char *prov, const char *iface, bool remote,
+		    struct fi_info **out)
 {
 	struct fi_info *hints, *list = NULL, *pick = NULL;
-	int ret;
+	const char *names[64], *why;
+	int ret, n = 0, k;
 
 	*out = NULL;
 	hints = make_hints(prov, iface);
@@ -131,11 +136,16 @@ static int get_info(struct gw_tp *tp, const char *prov, const char *iface, struc
 	}
 	/* A layered name ("tcp;ofi_rxm") matches exactly; a requested
 	 * interface must be the domain's name, never something near it. */
-	for (struct fi_info *i = list; i && !pick; i = i->next) {
-		if (iface && (!i->domain_attr->name || strcmp(i->domain_attr->name, iface)))
-			continue;
-		pick = i;
-	}
+	for (struct fi_info *i = list; i && n < (int)(sizeof(names) / sizeof(names[0]));
+	     i = i->next)
+		names[n++] = i->domain_attr->name;
+	k = gw_tp_iface_pick(names, n, iface, remote, &why);
+	for (struct fi_info *i = list; i && k >= 0; i = i->next, k--)
+		if (!k)
+			pick = i;
+	if (pick)
+		tp_log(tp, GW_LOG_INFO, "provider %s: interface %s (%s)", prov,
+		       pick->domain_attr->name ? pick->domain_attr->name : "?", why);
 	if (!pick) {
 		tp_log(tp, GW_LOG_ERROR, "provider %s has no domain %s", prov, iface);
 		fi_freeinfo(list);
@@ -553,17 +563,18 @@ err_info:
 	return ret;
 }
 
-/* The main provider: cfg.provider, or the first of the defaults. */
-static int resolve_main(struct gw_tp *tp, struct fi_info **out)
+/* The main provider: cfg.provider, or the first of the defaults; remote:
+ * it serves peers on other hosts, or host ids are not known yet. */
+static int resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out)
 {
 	static const char *const defaults[] = { "verbs;ofi_rxm", "net", "tcp;ofi_rxm" };
 	int ret = -ENODATA;
 
 	if (tp->cfg.provider) {
-		ret = get_info(tp, tp->cfg.provider, tp->cfg.iface, out);
+		ret = get_info(tp, tp->cfg.provider, tp->cfg.iface, remote, out);
 	} else {
 		for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && ret; i++)
-			ret = get_info(tp, defaults[i], tp->cfg.iface, out);
+			ret = get_info(tp, defaults[i], tp->cfg.iface, remote, out);
 	}
 	if (ret)
 		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s",
@@ -586,7 +597,7 @@ static int resolve_local(struct gw_tp *tp, struct fi_info **out)
 	*out = NULL;
 	if (!tp->cfg.provider_local && !tp->cfg.local_auto)
 		return 0;
-	ret = get_info(tp, prov, strcmp(prov, "shm") ? tp->cfg.iface : NULL, out);
+	ret = get_info(tp, prov, strcmp(prov, "shm") ? tp->cfg.iface : NULL, false, out);
 	if (ret && tp->cfg.provider_local) {
 		tp_log(tp, GW_LOG_ERROR,
 		       "the provider for peers on this host (GRADWIRE_PROVIDER_LOCAL=%s) is not "
@@ -643,7 +654,7 @@ int tp_fabric_open(struct gw_tp *tp)
 		local_info = NULL;
 	}
 	if (remote || !local_info) {
-		ret = resolve_main(tp, &main_info);
+		ret = resolve_main(tp, remote || !h, &main_info);
 		if (ret)
 			goto err_free;
 	}

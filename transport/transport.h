@@ -113,7 +113,8 @@ void gw_store_destroy(struct gw_store *st);
  *            zeroed default) uses @provider for every peer, one endpoint.
  * @hosts: every rank's host id (size entries), or NULL: every peer is
  *            treated as remote (one endpoint). Read only in gw_tp_create().
- * @iface: domain name ("lo", "mlx5_0"); NULL takes the provider's first.
+ * @iface: domain name ("lo", "mlx5_0"); NULL: gw_tp_iface_pick()'s rule
+ *         (loopback and bridges last when peers are on other hosts).
  *         When set, a provider without that domain is an error, never a
  *         fall-back to another interface. It binds the local provider too,
  *         unless that is shm (whose one domain is "shm").
@@ -222,6 +223,27 @@ const char *gw_tp_addr_str(const struct gw_tp *tp);
 int gw_tp_peer_addr_str(const struct gw_tp *tp, int peer, char *buf, size_t len);
 /* Room for gw_tp_peer_addr_str()'s text. */
 #define TP_ADDR_TEXT 256
+
+/* iface.c: the main link's interface when GRADWIRE_IFACE names none. */
+enum gw_iface_kind {
+	GW_IFACE_PLAIN,	   /* eth0, ens3, ib0, mlx5_0, ... */
+	GW_IFACE_VIRTUAL,  /* bridges and virtual ones: docker*, br-*, veth*, ... */
+	GW_IFACE_LOOPBACK, /* lo */
+};
+/** gw_tp_iface_kind() - what the interface (domain) name looks like. */
+enum gw_iface_kind gw_tp_iface_kind(const char *name);
+/**
+ * gw_tp_iface_pick() - the domain to use among names[0..n) (fi_getinfo()'s
+ * order; a NULL name counts as plain).
+ * @want: GRADWIRE_IFACE, or NULL.
+ * @remote: some peer is on another host, or host ids are not known yet.
+ * @why: set to why that one (for the log), a static string.
+ * Return: the index: want's exact match; without want, the first name when
+ * !remote, else the first plain one, then the first virtual one, then
+ * loopback. -1: want is not there, or n < 1.
+ */
+int gw_tp_iface_pick(const char *const *names, int n, const char *want, bool remote,
+		     const char **why);
 /**
  * gw_tp_shm_unname() - remove the names of tp's shm regions from /dev/shm.
  * Only once every peer on this host has mapped them, i.e. has sent to this
