@@ -42,6 +42,9 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 	if (!c)
 		return -ENOMEM;
 	c->ctx = ctx;
+	/* A rank gone ends the call on every rank at once, not only on its
+	 * neighbours (the others would wait for ranks that gave up). */
+	gw_tp_lost_ends_all(gw_ctx_tp(ctx), true);
 	c->rank = gw_ctx_rank(ctx);
 	c->size = gw_ctx_size(ctx);
 	c->seg_bytes = GW_COLL_SEGMENT_BYTES;

@@ -560,10 +560,11 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 	/* Later calls fail fast with the same error. */
 	if (gw_coll_allreduce(c, y, n, GW_COLL_SUM, 0) != rc || gw_coll_barrier(c) != rc)
 		return 21;
-	if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >
-	    a->timeout_ms + 1500) {
-		fprintf(stderr, "rank %d: failed after more than the timeout\n", rank);
-		return 22; /* not within the timeout (docs/reliability.md) */
+	/* Under a timeout of a minute, only the dead peer's closed connection
+	 * (transport/live.c) ends the call this soon (docs/reliability.md). */
+	if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > 2000) {
+		fprintf(stderr, "rank %d: failed after more than 2 s\n", rank);
+		return 22;
 	}
 	free(y);
 	close_coll(c, ctx, st);
@@ -576,7 +577,7 @@ static void test_killed(void)
 			      .kill_rank = 1,
 			      .kill_call = 2,
 			      .kill_ms = 5,
-			      .timeout_ms = 3000,
+			      .timeout_ms = 60000,
 			      .seg = 256 << 10 };
 	char path[128], text[4096];
 	int named = 0;
@@ -587,9 +588,10 @@ static void test_killed(void)
 	for (int r = 0; r < 4; r++) {
 		snprintf(path, sizeof(path), "%s/err-%d", a.dir, r);
 		ct_take_file(path, text, sizeof(text));
-		/* Rank 2 receives from the dead rank 1: it must say so. */
+		/* Rank 2 exchanges with the dead rank 1 (receives from it in a
+		 * ring, sends to it too in a direct exchange): it names it. */
 		if (r == 2)
-			CU_ASSERT_PTR_NOT_NULL(strstr(text, "from rank 1"));
+			CU_ASSERT_PTR_NOT_NULL(strstr(text, "rank 1"));
 		named += r != 1 && strstr(text, "rank 1") != NULL;
 	}
 	CU_ASSERT(named >= 1);

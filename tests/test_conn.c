@@ -949,21 +949,29 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 		usleep(20000);
 		raise(SIGKILL);
 	}
-	/* Three receives never sent: one deadline for them all, so the
-	 * timeout once (plus one shared drain), not three times. */
+	/* Three receives never sent, under a timeout of a minute: the dead
+	 * peer's closed connection ends them all within KILL_SEEN_MS. */
 	t0 = gw_now_ms();
 	for (k = 0; k < 3 && !rc; k++)
 		rc = gw_ctx_irecv(ctx, a->kill_rank, 2 + (uint32_t)k, x + k * (n / 4), n / 4, 0,
 				  &r[k]);
 	if (!rc)
 		rc = gw_ctx_waitall(ctx, r, 3);
-	if (rc >= 0 || gw_now_ms() - t0 > TIMEOUT_MS + 1500) {
+	if (rc != -ECONNRESET || gw_now_ms() - t0 > KILL_SEEN_MS) {
 		fprintf(stderr, "rank %d: %d after %lld ms\n", rank, rc,
 			(long long)(gw_now_ms() - t0));
 		return 51;
 	}
 	fprintf(stderr, "rank %d: the dead peer gave %s after %lld ms\n", rank, gw_strerror(rc),
 		(long long)(gw_now_ms() - t0));
+	/* Later posts to it fail at once, sends and receives. */
+	t0 = gw_now_ms();
+	if (gw_ctx_isend(ctx, a->kill_rank, 9, x, n / 4, 0, &r[0]) != -ECONNRESET ||
+	    gw_ctx_irecv(ctx, a->kill_rank, 10, x, n / 4, 0, &r[1]) != -ECONNRESET ||
+	    gw_now_ms() - t0 > 100) {
+		fprintf(stderr, "rank %d: a post to the dead peer did not fail at once\n", rank);
+		return 53;
+	}
 	/* Leaving does not wait for the dead peer's goodbye. */
 	t0 = gw_now_ms();
 	gw_ctx_destroy(ctx);
@@ -977,15 +985,21 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 	return 0;
 }
 
+/* Over the network provider, then shm. */
 static void test_killed_peer(void)
 {
-	struct conn_arg a = { .codec = "fp16", .kill_rank = 2 };
-	int codes[TP_MAX_RANKS];
+	for (int shm = 0; shm < 2; shm++) {
+		struct conn_arg a = { .codec = "fp16",
+				      .kill_rank = 2,
+				      .timeout_ms = 60000,
+				      .provider = shm ? "shm" : NULL };
+		int codes[TP_MAX_RANKS];
 
-	CU_ASSERT_EQUAL_FATAL(tp_run(3, 60, body_kill, &a, codes), 0);
-	CU_ASSERT_EQUAL(codes[0], 0);
-	CU_ASSERT_EQUAL(codes[1], 0);
-	CU_ASSERT_EQUAL(codes[2], 128 + SIGKILL);
+		CU_ASSERT_EQUAL_FATAL(tp_run(3, 60, body_kill, &a, codes), 0);
+		CU_ASSERT_EQUAL(codes[0], 0);
+		CU_ASSERT_EQUAL(codes[1], 0);
+		CU_ASSERT_EQUAL(codes[2], 128 + SIGKILL);
+	}
 }
 
 /* ---- sends past the deadline: withdrawn together ------------------------- */
@@ -1457,7 +1471,7 @@ int main(void)
 		  test_direct_recv },
 		{ "hostile peer: forged frames", test_hostile_frames },
 		{ "hostile peer: garbage handshake", test_garbage_hello },
-		{ "peer killed mid-transfer", test_killed_peer },
+		{ "peer killed mid-transfer: seen within 2 s, also over shm", test_killed_peer },
 		{ "sends past the deadline: withdrawn in one drain", test_late_sends },
 		{ "10,000 messages", test_long_run },
 		CU_TEST_INFO_NULL,

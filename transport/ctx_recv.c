@@ -196,6 +196,10 @@ reject:
 
 static void failed(struct gw_ctx *ctx, int peer, enum tp_op_dir dir)
 {
+	int lost = gw_tp_lost_peer(ctx->tp);
+
+	if (lost >= 0) /* a peer gone ended it: name that one */
+		peer = lost;
 	if (ctx->failed_peer < 0) {
 		ctx->failed_peer = peer;
 		ctx->failed_dir = dir;

@@ -39,7 +39,11 @@
  *  - a signal that interrupts fi_cq_sread() (EINTR) is no error: the wait
  *    goes on to its deadline;
  *  - no loop runs past a deadline: posting retries FI_EAGAIN until
- *    cfg.timeout_ms, waits stop at theirs, then cancel and drain.
+ *    cfg.timeout_ms, waits stop at theirs, then cancel and drain;
+ *  - a peer declared gone (live.c: its process ended) ends every wait for
+ *    it with -ECONNRESET, and posts to it fail at once; waits look for
+ *    that only when nothing completed (tp_live_poll(), rate-limited), so
+ *    a frame that completes at once costs nothing more.
  */
 #include <errno.h>
 #include <poll.h>
@@ -360,6 +364,10 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 
 	if (n)
 		goto out;
+	/* Nothing completed: before sleeping, whether a peer is gone (live.c;
+	 * one poll() per TP_LIVE_MS at most). Its requests end now. */
+	if (tp_live_poll(tp))
+		return 1;
 	if (tp->auto_progress && tp->blocking && tp->cfg.spin_us >= 0) {
 		/* fi_cq_sread() waits on the provider's sockets too and
 		 * progresses them when they are ready: sleep in the kernel. */
@@ -453,6 +461,12 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	if (!tp || peer < 0 || peer >= tp->size || slot > GW_TP_SLOT_MAX || kind == 0 ||
 	    kind > 15 || (!buf && len) || tp->closed)
 		return -EINVAL;
+	if (tp->peer_lost[peer]) {
+		tp_log(tp, GW_LOG_ERROR,
+		       "posting a %s rank %d (%zu bytes): rank %d is gone (its connection closed)",
+		       dir == OP_SEND ? "send to" : "receive from", peer, len, peer);
+		return -ECONNRESET;
+	}
 	op = op_get(tp);
 	if (!op)
 		return -ENOMEM;
@@ -491,6 +505,11 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		 * (backing off as a wait does, sleeping under contention). */
 		if (progress_once(tp, 0) == 0)
 			backoff(tp, &step);
+		tp_live_poll(tp); /* net refuses a dead peer's sends with EAGAIN */
+		if (tp->peer_lost[peer]) {
+			r = -FI_ECONNRESET;
+			break;
+		}
 	}
 	if (r) {
 		ret = tp_errno((int)r);
@@ -644,6 +663,13 @@ static void drain(struct gw_tp *tp)
 				orphan(tp, &sl->ops[i]);
 }
 
+/* Whether op ends because a peer is gone: its own, or any with
+ * gw_tp_lost_ends_all(). */
+static bool op_lost(const struct gw_tp *tp, const struct tp_op *op)
+{
+	return tp->peer_lost[op->peer] || (tp->lost_all && tp->lost_first >= 0);
+}
+
 /* A result that says the peer cannot be reached (not a refused message). */
 static bool unreachable(ssize_t result)
 {
@@ -676,6 +702,8 @@ static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 		cancel_begin(tp, op);
 		drain(tp);
 	}
+	if (op_lost(tp, op) && why != -ECANCELED)
+		why = -ECONNRESET; /* withdrawn because its peer is gone */
 	result = op->state == OP_ORPHAN ? why : op->result;
 	if (op->cancelling && result == -ECANCELED)
 		result = why;
@@ -690,9 +718,10 @@ static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 	return result;
 }
 
-static bool pending(const struct gw_tp_req *req)
+/* Posted, not completed, and not ended by a lost peer (then withdrawn). */
+static bool pending(const struct gw_tp *tp, const struct gw_tp_req *req)
 {
-	return req->op && req->op->state == OP_POSTED;
+	return req->op && req->op->state == OP_POSTED && !op_lost(tp, req->op);
 }
 
 ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms)
@@ -716,7 +745,7 @@ int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeou
 		int64_t left;
 		int r;
 
-		while (i < n && !pending(&reqs[i]))
+		while (i < n && !pending(tp, &reqs[i]))
 			i++;
 		if (i == n)
 			break;
@@ -730,7 +759,7 @@ int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeou
 		}
 	}
 	for (i = 0; i < n; i++) /* withdraw the late ones together: one drain */
-		if (pending(&reqs[i]))
+		if (reqs[i].op && reqs[i].op->state == OP_POSTED)
 			cancel_begin(tp, reqs[i].op);
 	for (i = 0; i < n; i++) {
 		ssize_t r = reqs[i].op ? finish(tp, &reqs[i], why) : -EINVAL;
@@ -765,7 +794,7 @@ int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req)
 		if (r < 0)
 			return r;
 	}
-	return req->op->state != OP_POSTED;
+	return req->op->state != OP_POSTED || op_lost(tp, req->op);
 }
 
 ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,

@@ -226,6 +226,8 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 	tp->cfg = *cfg;
 	tp->rank = rank;
 	tp->size = size;
+	tp->live_lfd = -1;
+	tp->lost_first = -1;
 	tp->peer = calloc((size_t)size, sizeof(*tp->peer));
 	tp->peer_src = calloc((size_t)size, sizeof(*tp->peer_src));
 	tp->peer_link = calloc((size_t)size, sizeof(*tp->peer_link));
@@ -242,6 +244,8 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 	tp->cfg.hosts = NULL; /* the caller's; used only here */
 	for (int i = 0; i < tp->nlinks && !ret; i++)
 		ret = exchange(tp, i, st, err, errlen);
+	if (!ret)
+		ret = tp_live_open(tp, st);
 	if (ret)
 		goto err_close_fabric;
 	tp_log(tp, GW_LOG_INFO, "connected %d ranks over %s", size, gw_tp_provider(tp));
@@ -249,6 +253,7 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 	return 0;
 
 err_close_fabric:
+	tp_live_close(tp);
 	tp_fabric_close(tp);
 err_free_peer:
 	free(tp->peer);
@@ -326,6 +331,7 @@ void gw_tp_destroy(struct gw_tp *tp)
 		free(m);
 	}
 	tp_fabric_close(tp);
+	tp_live_close(tp);
 	free(tp->peer);
 	free(tp->peer_src);
 	free(tp->peer_link);

@@ -210,6 +210,16 @@ bool gw_tp_blocking(const struct gw_tp *tp);
  * cfg->timeout_ms: for messages the caller can send later.
  */
 void gw_tp_post_once(struct gw_tp *tp, bool on);
+/**
+ * gw_tp_lost_ends_all() - once on, a peer declared gone (its process ended:
+ * live.c) ends every wait with -ECONNRESET, not only those with it: for a
+ * collective, which cannot finish without every rank, and whose other
+ * ranks may wait for one another. Off (the default), only requests with
+ * that peer end (a Gloo pair fails alone, as on Gloo's tcp device).
+ */
+void gw_tp_lost_ends_all(struct gw_tp *tp, bool on);
+/** gw_tp_lost_peer() - the first peer declared gone, or -1. */
+int gw_tp_lost_peer(const struct gw_tp *tp);
 /** gw_tp_addr_str() - the first link's address as text (for logs and
  * tests): the main link's when it is open. */
 const char *gw_tp_addr_str(const struct gw_tp *tp);
@@ -515,6 +525,15 @@ struct gw_tp {
 			      * a link's rx_ep (fabric.c, "Two endpoints") */
 	uint8_t *peer_link;  /* size entries: index in link[] */
 	bool *peer_failed;   /* size entries: its latest operation failed (linger) */
+	/* Liveness (live.c): our listener (-1: none), a socket to each peer's
+	 * (-1: none), when it closed (0: open), and peers declared gone. */
+	int live_lfd;
+	int *live_fd;
+	int64_t *live_gone;
+	bool *peer_lost;
+	int64_t live_next; /* the next poll() of live_fd[] */
+	int lost_first;	   /* the first peer declared gone, or -1 */
+	bool lost_all;	   /* gw_tp_lost_ends_all() */
 
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;
@@ -537,6 +556,15 @@ int tp_errno(int fi_err);
 
 /* progress.c */
 void tp_ops_free(struct gw_tp *tp);
+
+/* live.c */
+/* Listen, publish "<job>/tp/live/<rank>", connect to every peer's. 0, or
+ * -errno (-ETIMEDOUT: a peer never published; others only disable it). */
+int tp_live_open(struct gw_tp *tp, struct gw_store *st);
+void tp_live_close(struct gw_tp *tp);
+/* At most every TP_LIVE_MS: look at the sockets, declare peers gone
+ * (peer_lost[]). True when one was declared gone by this call. */
+bool tp_live_poll(struct gw_tp *tp);
 #endif /* GW_TP_INTERNAL */
 
 #endif
