@@ -42,11 +42,11 @@ int gw_tp_iface_pick(const char *const *names, int n, const char *want, bool rem
 {
 	static const char *const reason[] = {
 		[GW_IFACE_PLAIN] = "the first that is neither loopback nor a bridge, as peers "
-				   "are on other hosts",
+				   "may be on other hosts",
 		[GW_IFACE_VIRTUAL] = "a bridge or virtual interface: the provider offers no "
-				     "other but loopback, and peers are on other hosts",
+				     "other but loopback, and peers may be on other hosts",
 		[GW_IFACE_LOOPBACK] = "loopback, which reaches only this host: the provider "
-				      "offers no other, and peers are on other hosts",
+				      "offers no other, and peers may be on other hosts",
 	};
 	int best = -1;
 
