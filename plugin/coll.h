@@ -127,6 +127,35 @@ int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv, size_t by
 int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,
 		      unsigned flags);
 
+/**
+ * gw_coll_reduce_scatter() - rank r ends with the sum (or average) over
+ * every rank of its shard of buf[0..n): chunk r of the allreduce's rule
+ * (buf[r * q + min(r, n % size)], q + (r < n % size) values, q = n / size).
+ * The rest of buf is left undefined. With GW_CTX_LOSSY each rank's part of
+ * a shard is encoded once, with its own error feedback per (owner, slot),
+ * and sent straight to the owner, which adds the decoded parts to its own
+ * exactly (GRADWIRE_ALGO=ring: the ring's reduce-scatter, re-encoding at
+ * every hop); without it the sum is exact (the ring's). Every rank must
+ * make the same calls, as for an allreduce; the tensor's residuals are its
+ * own (apart from an allreduce of the same length).
+ * Return: 0 or -errno.
+ */
+int gw_coll_reduce_scatter(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,
+			   unsigned flags);
+/** gw_coll_reduce_scatter_id() - the same, of the tensor called id. */
+int gw_coll_reduce_scatter_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
+			      enum gw_coll_op op, unsigned flags);
+
+/**
+ * gw_coll_allgather_f32() - every rank ends with every rank's shard of
+ * buf[0..n) (the reduce-scatter's shards: rank r gives chunk r). With
+ * GW_CTX_LOSSY each owner encodes its shard once and every rank, the owner
+ * included, holds the decoded bits (payloads are forwarded byte for byte),
+ * so replicas are identical; without it the copy is exact. id names the
+ * tensor (its residuals), as for gw_coll_allreduce_id(). Return: 0 or -errno.
+ */
+int gw_coll_allgather_f32(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned flags);
+
 /** gw_coll_allreduce_id() - gw_coll_allreduce() of the tensor called id
  * (the same id on every rank): its error feedback is its own. Ids
  * 0xfffffff0 and up are reserved (PowerSGD's factors). */

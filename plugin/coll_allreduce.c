@@ -2,8 +2,10 @@
 /*
  * coll_allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
  * PowerSGD's linear form when every rank agreed on it (coll_lowrank.c),
- * else the ring or the hierarchical allreduce (coll_hier.c), then the
- * average. The top of the
+ * else the ring, the direct allreduce (coll_direct.c) or the hierarchical
+ * allreduce (coll_hier.c), then the average. Also the allreduce's halves as
+ * collectives of their own, with the same checks: the reduce-scatter and
+ * the float allgather (member i owns chunk i). The top of the
  * collectives: it calls them, none of them calls it.
  *
  * The first lossy call's agreement. Everything a lossy allreduce must agree
@@ -161,4 +163,84 @@ int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
 			 unsigned flags)
 {
 	return allreduce(c, KEY_ID | id, buf, n, op, flags);
+}
+
+/*
+ * The start of a reduce-scatter or a float allgather: an allreduce's checks
+ * (the call check, on a key of its own kind) and the first lossy call's
+ * agreement. *lossy: GW_CTX_LOSSY when asked for and some link compresses.
+ */
+static int shard_begin(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, enum gw_coll_op op,
+		       unsigned flags, unsigned *lossy, const char *what)
+{
+	int rc;
+
+	if (c->err)
+		return c->err;
+	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) || (n && !buf))
+		return -EINVAL;
+	*lossy = flags & GW_CTX_LOSSY;
+	if (c->size == 1)
+		return 0;
+	rc = coll_decide(c);
+	if (rc)
+		return coll_fail(c, rc, what, 0);
+	rc = coll_check_call(c, key, n, op, *lossy);
+	if (rc)
+		return rc;
+	if (*lossy && n) {
+		rc = agree(c);
+		if (rc)
+			return coll_fail(c, rc, what, 0);
+		if (!c->lossy_links)
+			*lossy = 0;
+	}
+	return 0;
+}
+
+static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+			  enum gw_coll_op op, unsigned flags)
+{
+	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size;
+	unsigned lossy;
+	int rc = shard_begin(c, key, buf, n, op, flags, &lossy, "reduce-scatter");
+
+	if (rc || c->size == 1 || !n)
+		return rc;
+	/* Lossy: each value compressed once, on its way to its owner. */
+	if (lossy && c->algo_set != GW_COLL_ALGO_RING)
+		rc = coll_direct_rs(c, &c->world, key, buf, n, lossy);
+	else
+		rc = coll_ring_run(c, &c->world, key, buf, n, lossy, RING_RS, -1);
+	if (rc)
+		return rc;
+	if (op == GW_COLL_AVG)
+		for (uint64_t i = OFF(c->rank); i < OFF(c->rank) + CNT(c->rank); i++)
+			buf[i] /= (float)c->size;
+	return 0;
+}
+
+int gw_coll_reduce_scatter(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,
+			   unsigned flags)
+{
+	return reduce_scatter(c, KEY_RS | (n & ~(KEY_ID | KEY_RS | KEY_AG)), buf, n, op, flags);
+}
+
+int gw_coll_reduce_scatter_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
+			      enum gw_coll_op op, unsigned flags)
+{
+	return reduce_scatter(c, KEY_RS | KEY_ID | id, buf, n, op, flags);
+}
+
+int gw_coll_allgather_f32(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned flags)
+{
+	unsigned lossy;
+	int rc = shard_begin(c, KEY_AG | KEY_ID | id, buf, n, GW_COLL_SUM, flags, &lossy,
+			     "allgather");
+
+	if (rc || c->size == 1 || !n)
+		return rc;
+	/* Lossy: the owner's hop encodes once and keeps what its next
+	 * decodes; later hops forward that payload (coll_ring.c). */
+	return coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, lossy, RING_AG, -1);
 }

@@ -25,6 +25,11 @@
  * neighbour, so a member's link to each peer carries 1 / (size - 1) of its
  * reduce-scatter.
  *
+ * The reduce-scatter alone is the reduce_scatter collective
+ * (coll_direct_rs(), exact or lossy), with member i owning chunk i
+ * (struct ring's delta -1); the float allgather with the same owners is the
+ * ring's allgather (coll_ring_run(..., RING_AG, -1)).
+ *
  * Segments and slots. A chunk goes in the ring's segments (coll_ring_init()
  * cuts them for the codec's bytes per value), segment j of every chunk on
  * unit j of the stream, i.e. slot_of(id, j) towards its owner: the units of
@@ -64,13 +69,13 @@ static int post_round(struct gw_coll *c, const struct ring *g, uint32_t j, struc
 
 	memset(r, 0, 2 * (size_t)(size - 1) * sizeof(*r));
 	for (int i = 1; i < size; i++) {
-		cnt = seg_span(g, mod(me + 1, size), j, &off);
+		cnt = seg_span(g, mod(me + 1 + g->delta, size), j, &off);
 		if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, -i), slot, g->buf + off, cnt,
 					      GW_CTX_ADD, &r[i - 1])))
 			return rc;
 	}
 	for (int i = 1; i < size; i++) {
-		cnt = seg_span(g, mod(me + i + 1, size), j, &off);
+		cnt = seg_span(g, mod(me + i + 1 + g->delta, size), j, &off);
 		if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, i), slot, g->buf + off, cnt,
 					      g->lossy | GW_CTX_ZEROCOPY, &r[size - 2 + i])))
 			return rc;
@@ -94,7 +99,7 @@ static int finish_round(struct gw_coll *c, const struct ring *g, uint32_t j, str
 }
 
 /* The direct reduce-scatter of g: afterwards member i holds the sum of
- * chunk i + 1. */
+ * chunk i + 1 + g->delta. */
 static int direct_rs(struct gw_coll *c, struct ring *g)
 {
 	size_t per = 2 * (size_t)(g->grp->size - 1);
@@ -144,4 +149,15 @@ int coll_direct_allreduce(struct gw_coll *c, const struct coll_group *grp, uint6
 		return rc;
 	rc = coll_ring_step(c, &g, -1);
 	return rc ? coll_ring_fail(c, &g, rc) : 0;
+}
+
+int coll_direct_rs(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
+		   uint64_t n, unsigned lossy)
+{
+	struct ring g;
+
+	coll_ring_init(c, &g, grp, buf, n, lossy, coll_stream_of(c, key), 0,
+		       UINT32_C(1) << STEP_BITS);
+	g.delta = -1;
+	return direct_rs(c, &g);
 }

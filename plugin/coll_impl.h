@@ -97,8 +97,12 @@ static inline int mod(int a, int m)
 }
 
 /* The stream of slots of a tensor (key: its length, or KEY_ID | the
- * caller's id): first come, first served, the same order on every rank. */
+ * caller's id): first come, first served, the same order on every rank.
+ * A reduce-scatter's and a float allgather's tensors are streams of their
+ * own (KEY_RS, KEY_AG), apart from an allreduce of the same length or id. */
 #define KEY_ID (UINT64_C(1) << 63)
+#define KEY_RS (UINT64_C(1) << 62)
+#define KEY_AG (UINT64_C(1) << 61)
 
 /* coll.c */
 /* Remember the first error and say where it happened, and with whom. */
@@ -131,6 +135,8 @@ struct ring {
 	int next, prev; /* the context's ranks of the neighbours */
 	float *buf;
 	uint64_t q, rem; /* chunk k: OFF(k), CNT(k) */
+	int delta;	 /* 0: member i owns chunk i + 1 after the reduce-scatter
+			  * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
 	uint64_t seg;	 /* values per segment */
 	uint32_t nseg, units, id;
 	uint32_t base;	      /* unit u's slot: slot_of(id, base + u) */
@@ -187,6 +193,10 @@ void coll_ring_abort(struct gw_coll *c, struct ring *g);
  * (RING_ALL: the allreduce). lossy: GW_CTX_LOSSY (only once c->agreed) or 0. */
 int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 			uint64_t n, unsigned lossy, unsigned phases);
+/* The same with the owners delta places on (struct ring): -1 for a
+ * reduce-scatter or an allgather whose member i holds chunk i. */
+int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
+		  uint64_t n, unsigned lossy, unsigned phases, int delta);
 
 /* coll_hier.c */
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).
@@ -204,5 +214,9 @@ int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned l
  * allgather (owner rule). Same contract as coll_ring_allreduce(). */
 int coll_direct_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
 			  uint64_t n);
+/* Its reduce-scatter alone, lossy or exact, with member i owning chunk i:
+ * the reduce_scatter collective. */
+int coll_direct_rs(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
+		   uint64_t n, unsigned lossy);
 
 #endif

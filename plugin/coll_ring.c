@@ -64,7 +64,7 @@
 static uint64_t unit_span(const struct ring *g, uint32_t u, int recv, uint64_t *off)
 {
 	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)(u % g->nseg) * g->seg;
-	int k = mod(g->grp->me - (int)(u / g->nseg) - recv, g->grp->size);
+	int k = mod(g->grp->me - (int)(u / g->nseg) - recv + g->delta, g->grp->size);
 
 	*off = OFF(k) + lo;
 	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
@@ -495,11 +495,18 @@ int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned
 int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
 			uint64_t n, unsigned lossy, unsigned phases)
 {
+	return coll_ring_run(c, grp, key, buf, n, lossy, phases, 0);
+}
+
+int coll_ring_run(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
+		  uint64_t n, unsigned lossy, unsigned phases, int delta)
+{
 	struct ring g;
 	int rc;
 
 	coll_ring_init(c, &g, grp, buf, n, lossy, coll_stream_of(c, key), 0,
 		       UINT32_C(1) << STEP_BITS);
+	g.delta = delta;
 	rc = coll_ring_begin(c, &g, phases, RING_REQS_MAIN);
 	if (rc)
 		return rc;

@@ -283,6 +283,22 @@ static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id, float *b
 	return gw_coll_allreduce_id(g->coll, id, buf, n, (enum gw_coll_op)op, flags);
 }
 
+static int plugin_reduce_scatter(struct gradwire_context *g, uint32_t id, float *buf, uint64_t n,
+				 int op, unsigned flags)
+{
+	if (bad_reduce(g, buf, n, op, flags))
+		return -EINVAL;
+	return gw_coll_reduce_scatter_id(g->coll, id, buf, n, (enum gw_coll_op)op, flags);
+}
+
+static int plugin_allgather_f32(struct gradwire_context *g, uint32_t id, float *buf, uint64_t n,
+				unsigned flags)
+{
+	if (bad_reduce(g, buf, n, GRADWIRE_SUM, flags))
+		return -EINVAL;
+	return gw_coll_allgather_f32(g->coll, id, buf, n, flags);
+}
+
 /* A struct gradwire_queue is a struct gw_queue: the host only holds it. */
 static int plugin_queue_create(struct gradwire_context *g, struct gradwire_queue **out)
 {
@@ -416,4 +432,6 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.queue_destroy = plugin_queue_destroy,
 	.queue_cancel = plugin_queue_cancel,
 	.error = plugin_error,
+	.reduce_scatter = plugin_reduce_scatter,
+	.allgather_f32 = plugin_allgather_f32,
 };

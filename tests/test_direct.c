@@ -14,6 +14,12 @@
  * wire bytes sent than the ring's (frame headers aside); error feedback
  * converging over 30 calls as well as the ring's. The parent checks that
  * every replica is bit-identical.
+ *
+ * The allreduce's halves as collectives of their own: the reduce-scatter
+ * (each rank's shard exact for `none`, within the codec's error otherwise,
+ * in at most 0.55x the allreduce's wire bytes) and the float allgather
+ * (exact without GW_CTX_LOSSY; lossy: every shard within the codec's
+ * error and every replica identical, the owner's too).
  */
 #include <errno.h>
 #include <math.h>
@@ -29,7 +35,8 @@
 
 struct direct_arg {
 	const char *codec;
-	bool dense; /* a quantizer whose error scales with what it encodes */
+	bool dense;   /* a quantizer whose error scales with what it encodes */
+	double bound; /* body_halves(): a shard's relative L2 error, at most */
 	char dir[64];
 };
 
@@ -185,6 +192,145 @@ static void test_sparse(void)
 	against_ring("topk:ratio=0.1", false);
 }
 
+/* ---- the halves as collectives: reduce-scatter, float allgather ------------ */
+
+/* Shard r of n values on size ranks (the allreduce's chunk rule). */
+static void shard(uint64_t n, int size, int r, uint64_t *off, uint64_t *cnt)
+{
+	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size;
+
+	*off = (uint64_t)r * q + ((uint64_t)r < rem ? (uint64_t)r : rem);
+	*cnt = q + ((uint64_t)r < rem);
+}
+
+/* Its error, at most the codec's bound; 0 for `none` within rounding. */
+static int check_shard(const struct direct_arg *a, const float *y, const double *exact,
+		       const double *mag, uint64_t off, uint64_t cnt, double scale)
+{
+	if (!strcmp(a->codec, "none")) {
+		for (uint64_t i = off; i < off + cnt; i++)
+			if (fabs(y[i] - exact[i] * scale) > 1e-5 * mag[i] * scale + 1e-30)
+				return -1;
+		return 0;
+	}
+	return ct_rel_l2(y + off, exact + off, cnt, scale) <= a->bound ? 0 : -1;
+}
+
+static int body_halves(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	const uint64_t sizes[] = { 1, 7, (uint64_t)size * 1000 + 3, 65537 };
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c;
+
+	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+		return 10;
+	if (gw_coll_create(ctx, &c))
+		return 11;
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		uint64_t n = sizes[z], off, cnt, w0, rs_wire, ar_wire;
+		float *y = tu_alloc(n * 4), *x = tu_alloc(n * 4);
+		double *exact = tu_alloc(n * 8), *mag = tu_alloc(n * 8);
+
+		ct_exact_sum(exact, mag, n, size, 0);
+		shard(n, size, rank, &off, &cnt);
+		/* Reduce-scatter, sum and average: this rank's shard only. */
+		for (int op = GW_COLL_SUM; op <= GW_COLL_AVG; op++) {
+			tu_fill(y, n, ct_seed(rank, n, 0));
+			w0 = wire_sent(ctx, rank, size);
+			if (gw_coll_reduce_scatter_id(c, 3, y, n, op, GW_CTX_LOSSY))
+				return 12;
+			rs_wire = wire_sent(ctx, rank, size) - w0;
+			if (check_shard(a, y, exact, mag, off, cnt,
+					op == GW_COLL_AVG ? 1.0 / size : 1.0)) {
+				fprintf(stderr, "rank %d %s n=%llu op %d: reduce-scatter wrong\n",
+					rank, a->codec, (unsigned long long)n, op);
+				return 13;
+			}
+		}
+		/* Half the allreduce's bytes, about (frame headers aside). */
+		tu_fill(y, n, ct_seed(rank, n, 0));
+		w0 = wire_sent(ctx, rank, size);
+		if (gw_coll_allreduce_id(c, 4, y, n, GW_COLL_SUM, GW_CTX_LOSSY))
+			return 14;
+		ar_wire = wire_sent(ctx, rank, size) - w0;
+		if (n > 1000 && rs_wire > 0.55 * (double)ar_wire) {
+			fprintf(stderr,
+				"rank %d %s n=%llu: reduce-scatter sent %llu, allreduce %llu\n",
+				rank, a->codec, (unsigned long long)n, (unsigned long long)rs_wire,
+				(unsigned long long)ar_wire);
+			return 15;
+		}
+		/* Allgather: each rank gives its shard of its own data; every
+		 * rank ends with the same bits, near every rank's data. */
+		for (unsigned flags = 0; flags <= GW_CTX_LOSSY; flags += GW_CTX_LOSSY) {
+			for (uint64_t i = 0; i < n; i++)
+				y[i] = (float)rank; /* overwritten, but for this rank's shard */
+			tu_fill(x, n, ct_seed(rank, n, 0));
+			memcpy(y + off, x + off, cnt * 4);
+			if (gw_coll_allgather_f32(c, 5, y, n, flags))
+				return 16;
+			for (int r = 0; r < size; r++) {
+				uint64_t o, k;
+				double e = 0, t = 0;
+
+				shard(n, size, r, &o, &k);
+				tu_fill(x, n, ct_seed(r, n, 0));
+				for (uint64_t i = o; i < o + k; i++) {
+					e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+					t += (double)x[i] * x[i];
+				}
+				if (flags == 0 || !strcmp(a->codec, "none")
+					    ? e != 0
+					    : e > a->bound * a->bound * t) {
+					fprintf(stderr,
+						"rank %d %s n=%llu flags %u: shard %d wrong\n",
+						rank, a->codec, (unsigned long long)n, flags, r);
+					return 17;
+				}
+			}
+			if (ct_record(a->dir, "gather", rank, y, n * 4))
+				return 18;
+		}
+		free(y), free(x), free(exact), free(mag);
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void halves(const char *codec, double bound)
+{
+	static const int ranks[] = { 2, 3, 5 };
+
+	for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
+		struct direct_arg a = { .codec = codec, .bound = bound };
+		int codes[TP_MAX_RANKS];
+
+		strcpy(a.dir, "/tmp/gw-direct-XXXXXX");
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
+		CU_ASSERT_EQUAL_FATAL(tp_run(ranks[i], 120, body_halves, &a, codes), 0);
+		for (int r = 0; r < ranks[i]; r++) {
+			if (codes[r])
+				printf("\n  %s, %d ranks: rank %d exited %d\n", codec, ranks[i], r,
+				       codes[r]);
+			CU_ASSERT_EQUAL(codes[r], 0);
+		}
+		ct_check_identical(a.dir, "gather", ranks[i]);
+		rmdir(a.dir);
+	}
+}
+
+static void test_halves(void)
+{
+	halves("none", 0);
+	halves("int8", 2e-2);
+	halves("fp16", 1e-3);
+	halves("topk:ratio=0.1", 1.0);
+}
+
 /* ---- error feedback: the mean over 30 calls converges ------------------------ */
 
 #define EF_N 20000
@@ -268,6 +414,7 @@ int main(void)
 		{ "direct against the ring: int8", test_int8 },
 		{ "direct against the ring: onebit, randomk, topk", test_sparse },
 		{ "error feedback over 30 calls, as the ring's", test_feedback },
+		{ "reduce-scatter and float allgather, exact and lossy", test_halves },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -300,6 +300,24 @@ static int body(int rank, int size, const char *dir, void *varg)
 		if (v[i] != (float)i * 2.0f) /* (1 + 2 + 3) / 3 */
 			FAIL(40, "avg: v[%d] = %g", i, v[i]);
 
+	/* The allreduce's halves: this rank's shard of the sum (16 values on
+	 * 3 ranks: shards of 6, 5, 5 from 0, 6, 11), then every shard to
+	 * every rank. The rest of v is the caller's until the allgather. */
+	for (int i = 0; i < 16; i++)
+		v[i] = (float)(rank + 1) * (float)i;
+	rc = rc ? rc : gw->reduce_scatter(c, 9, v, 16, GRADWIRE_SUM, 0);
+	if (rc)
+		FAIL(46, "reduce_scatter: %s", gw->strerror(rc));
+	for (int i = 5 * rank + (rank > 0); i < 5 * rank + (rank > 0) + 5 + (rank == 0); i++)
+		if (v[i] != (float)i * 6.0f) /* 1 + 2 + 3 */
+			FAIL(47, "reduce_scatter: v[%d] = %g", i, v[i]);
+	rc = gw->allgather_f32(c, 9, v, 16, 0);
+	if (rc)
+		FAIL(48, "allgather_f32: %s", gw->strerror(rc));
+	for (int i = 0; i < 16; i++)
+		if (v[i] != (float)i * 6.0f)
+			FAIL(49, "allgather_f32: v[%d] = %g", i, v[i]);
+
 	/* Broadcast from rank 1. */
 	for (int i = 0; i < 100; i++)
 		bytes[i] = rank == 1 ? (uint8_t)(i * 7 + 3) : 0;

@@ -275,6 +275,29 @@ struct gradwire_plugin_v1 {
 	 * stays valid until context_destroy().
 	 */
 	const char *(*error)(struct gradwire_context *ctx);
+
+	/**
+	 * @reduce_scatter: rank r ends with the sum (GRADWIRE_SUM) or average
+	 * over every rank of its shard of buf[0..n), the tensor the host calls
+	 * id: buf[r * q + min(r, n % size) ...], q + (r < n % size) values, q = n
+	 * / size (the allreduce's chunks). The rest of buf is left undefined.
+	 * With GRADWIRE_LOSSY each rank's part of a shard is encoded once, with
+	 * its own error feedback, and sent straight to the shard's owner, which
+	 * adds the decoded parts to its own values exactly; otherwise the sum
+	 * is exact. For sharded training (ZeRO): about half an allreduce's bytes.
+	 */
+	int (*reduce_scatter)(struct gradwire_context *ctx, uint32_t id, float *buf, uint64_t n,
+			      int op, unsigned flags);
+
+	/**
+	 * @allgather_f32: every rank ends with every rank's shard of buf[0..n)
+	 * (reduce_scatter()'s shards; rank r gives shard r), the tensor the
+	 * host calls id. With GRADWIRE_LOSSY each owner encodes its shard once
+	 * and every rank, the owner included, holds the decoded bits (replicas
+	 * identical); otherwise the copy is exact.
+	 */
+	int (*allgather_f32)(struct gradwire_context *ctx, uint32_t id, float *buf, uint64_t n,
+			     unsigned flags);
 };
 
 /* queue_submit(): tickets waiting or running at once, at most. */

@@ -90,6 +90,8 @@ class PluginV1(ctypes.Structure):
         ("queue_destroy", _F(None, _vp)),
         ("queue_cancel", _F(None, _vp)),
         ("error", _F(_cp, _ctx_p)),
+        ("reduce_scatter", _F(_i, _ctx_p, _u32, _vp, _u64, _i, ctypes.c_uint)),
+        ("allgather_f32", _F(_i, _ctx_p, _u32, _vp, _u64, ctypes.c_uint)),
     ]
 
 
@@ -208,6 +210,13 @@ def load(path=None):
     return _default
 
 
+def shard_bounds(n, size, rank):
+    """(offset, count) of rank's shard of n values over size ranks: the
+    allreduce's chunks, which reduce_scatter() and allgather_f32() use."""
+    q, rem = divmod(n, size)
+    return rank * q + min(rank, rem), q + (1 if rank < rem else 0)
+
+
 class Context:
     """A gradwire context (struct gradwire_context *): connections + collectives."""
 
@@ -280,6 +289,27 @@ class Context:
         rc = self.lib.t.allreduce_id(self._live(), ident, ptr, n, op, flags)
         if rc < 0:
             self.lib.check(f"allreduce of tensor {ident} ({n} floats)", rc)
+
+    def reduce_scatter(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0):
+        """Reduce-scatter of n float32 at ptr, as tensor ident: this rank's
+        shard (shard_bounds()) ends with the sum or average over the ranks;
+        the rest is left undefined. GRADWIRE_LOSSY: each part compressed
+        once, on its way to its owner."""
+        rc = self.lib.t.reduce_scatter(self._live(), ident, ptr, n, op, flags)
+        if rc < 0:
+            self.lib.check(f"reduce-scatter of tensor {ident} ({n} floats)", rc)
+
+    def allgather_f32(self, ident, ptr, n, flags=0):
+        """Every rank's shard (shard_bounds()) of n float32 at ptr, to every
+        rank, as tensor ident. GRADWIRE_LOSSY: each owner encodes its shard
+        once and every rank, the owner included, keeps the decoded bits."""
+        rc = self.lib.t.allgather_f32(self._live(), ident, ptr, n, flags)
+        if rc < 0:
+            self.lib.check(f"allgather of tensor {ident} ({n} floats)", rc)
+
+    def shard_bounds(self, n, rank=None):
+        """(offset, count) of rank's shard of n values (default: this rank)."""
+        return shard_bounds(n, self.size, self.rank if rank is None else rank)
 
     def error(self):
         """What the first failed collective said (names the ranks), or ""."""
