@@ -279,6 +279,13 @@ class Context:
                                             ctypes.byref(out), err, len(err)), err)
         return cls(lib, out, rank, size)
 
+    def _check(self, what, rc):
+        """Raise GradwireError for rc < 0 with what the failed call said
+        (error(): which ranks, which peer, what differed), else strerror's
+        text."""
+        if rc < 0:
+            raise GradwireError(what, rc, self.error() or self.lib.strerror(rc))
+
     def _live(self):
         if not self.h:
             raise GradwireError("context", -errno.EBADF, "already closed")
@@ -286,26 +293,36 @@ class Context:
 
     def allreduce_id(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0):
         """In-place allreduce of n float32 at address ptr, as tensor ident."""
-        rc = self.lib.t.allreduce_id(self._live(), ident, ptr, n, op, flags)
-        if rc < 0:
-            self.lib.check(f"allreduce of tensor {ident} ({n} floats)", rc)
+        self._check(f"allreduce of tensor {ident} ({n} floats)",
+                    self.lib.t.allreduce_id(self._live(), ident, ptr, n, op, flags))
+
+    def send(self, peer, slot, ptr, n, flags=0):
+        """Send n float32 at ptr to peer on slot (< GRADWIRE_SLOT_MAX); returns
+        once the frame has left. GRADWIRE_LOSSY: the link's codec may carry
+        it, with error feedback per (peer, slot)."""
+        self._check(f"send to rank {peer} on slot {slot} ({n} floats)",
+                    self.lib.t.send(self._live(), peer, slot, ctypes.cast(ptr, _fp), n, flags))
+
+    def recv(self, peer, slot, ptr, n, flags=0):
+        """Receive n float32 from peer on slot into ptr (GRADWIRE_ADD: add
+        them to what is there)."""
+        self._check(f"receive from rank {peer} on slot {slot} ({n} floats)",
+                    self.lib.t.recv(self._live(), peer, slot, ctypes.cast(ptr, _fp), n, flags))
 
     def reduce_scatter(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0):
         """Reduce-scatter of n float32 at ptr, as tensor ident: this rank's
         shard (shard_bounds()) ends with the sum or average over the ranks;
         the rest is left undefined. GRADWIRE_LOSSY: each part compressed
         once, on its way to its owner."""
-        rc = self.lib.t.reduce_scatter(self._live(), ident, ptr, n, op, flags)
-        if rc < 0:
-            self.lib.check(f"reduce-scatter of tensor {ident} ({n} floats)", rc)
+        self._check(f"reduce-scatter of tensor {ident} ({n} floats)",
+                    self.lib.t.reduce_scatter(self._live(), ident, ptr, n, op, flags))
 
     def allgather_f32(self, ident, ptr, n, flags=0):
         """Every rank's shard (shard_bounds()) of n float32 at ptr, to every
         rank, as tensor ident. GRADWIRE_LOSSY: each owner encodes its shard
         once and every rank, the owner included, keeps the decoded bits."""
-        rc = self.lib.t.allgather_f32(self._live(), ident, ptr, n, flags)
-        if rc < 0:
-            self.lib.check(f"allgather of tensor {ident} ({n} floats)", rc)
+        self._check(f"allgather of tensor {ident} ({n} floats)",
+                    self.lib.t.allgather_f32(self._live(), ident, ptr, n, flags))
 
     def shard_bounds(self, n, rank=None):
         """(offset, count) of rank's shard of n values (default: this rank)."""

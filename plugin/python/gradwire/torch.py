@@ -84,7 +84,7 @@ import torch.distributed as dist
 
 from . import lib as _lib
 
-__all__ = ["State", "hook", "c10d_store_fns", "group_timeout_ms"]
+__all__ = ["State", "hook", "zero_hook", "c10d_store_fns", "group_timeout_ms"]
 
 log = logging.getLogger("gradwire")
 _generations = {}	# (prefix, group tag) -> States made so far
@@ -92,6 +92,7 @@ TIMEOUT_VAR = "GRADWIRE_TIMEOUT_MS"
 TIMEOUT_MAX_MS = 86400000	# the variable's bound in plugin/config.c
 _lib_loaded = None	# (source, value) of the timeout the hook had the library load
 EXACT_ID = 1 << 31  # allreduce_id of every bucket's exact part
+ZERO_SLOT = 1 << 20  # the ZeRO hook's point-to-point slots: ZERO_SLOT + bucket
 STATE_VERSION = 2   # state_dict()'s; 2: EXACT_ID's stream comes first
 MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (plugin/coll.h), less
                     # EXACT_ID and PowerSGD's two factor streams
@@ -633,6 +634,33 @@ class State:
                 self._reduce(ident, buf[o:o + n], True, tickets)
         return buf, finish
 
+    def reduce_to(self, bucket, owner):
+        """Average the bucket on owner only (the ZeRO hook): every other
+        rank sends its bucket once, compressed after the warm-up (error
+        feedback per (owner, slot)), and owner adds what arrives to its own
+        gradients, in rank order from owner + 1, then divides by the size.
+        The other ranks' buffers keep their own gradients. Synchronous."""
+        buf = bucket.buffer()
+        if buf.device.type != "cpu" or buf.dtype != torch.float32 or not buf.is_contiguous():
+            raise TypeError(f"gradwire zero hook: bucket of {buf.dtype} on {buf.device}; "
+                            "it carries contiguous float32 CPU buckets only")
+        n, slot = buf.numel(), ZERO_SLOT + bucket.index()
+        lossy = self.step >= self.warmup_steps and self.lossy_links
+        t0 = time.monotonic()
+        try:
+            if self.rank == owner:
+                for i in range(1, self.size):
+                    self.ctx.recv((owner + i) % self.size, slot, buf.data_ptr(), n,
+                                  _lib.GRADWIRE_ADD)
+                buf.div_(self.size)
+            else:
+                self.ctx.send(owner, slot, buf.data_ptr(), n,
+                              _lib.GRADWIRE_LOSSY if lossy else 0)
+        finally:
+            self._allreduce_s += time.monotonic() - t0
+        self._exact_bytes += self._ring_bytes(n)
+        return buf
+
     def _submit(self, bucket):
         """The asynchronous hook's body: queue the bucket; its future."""
         fut = torch.futures.Future()
@@ -700,3 +728,71 @@ def hook(state, bucket):
     fut = torch.futures.Future()
     fut.set_result(out)
     return fut
+
+
+def zero_hook(ddp, zero):
+    """A DDP communication hook for ZeroRedundancyOptimizer(overlap_with_ddp=True):
+
+        zero = ZeroRedundancyOptimizer(model.parameters(), torch.optim.SGD,
+                                       overlap_with_ddp=True, lr=0.1)
+        state = gwt.State(sync=True, process_group=zero.process_group)
+        ddp.register_comm_hook(state, gwt.zero_hook(ddp, zero))
+        # train without calling zero.step(): the hook runs it
+
+    What torch's ddp_zero_hook.hook_with_zero_step() does (which torch 1.13
+    refuses on gloo), with gradwire carrying the gradients: each DDP bucket
+    belongs to one rank (ZeRO's assignment), and its gradients travel only
+    to that rank, compressed once with error feedback (State.reduce_to()),
+    where an allreduce hook sends every rank about twice a bucket's bytes.
+    After the last bucket each rank steps the optimizer on the buckets it
+    owns and the owners broadcast their updated parameters through the
+    process group, exactly, so every replica holds the same bits. The
+    first steps, while DDP rebuilds its buckets and ZeRO assigns them, are
+    allreduced (gwt.hook) and do not update the parameters (as torch's).
+    Compressing the gradients does not shrink that broadcast of float32
+    parameters: a rank sends about its share of them every step.
+
+    Uses torch 1.13's ddp_zero_hook internals (_hook_with_zero_step_setup,
+    _perform_local_step, _broadcast_bucket); needs shard_buckets=False (one
+    owner per bucket) and a synchronous State of ZeRO's group.
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks import ddp_zero_hook as zh
+    from torch.distributed.optim.zero_redundancy_optimizer import _OverlapStatus
+
+    if not zero._overlap_with_ddp:
+        raise ValueError("gradwire zero hook: construct ZeroRedundancyOptimizer "
+                         "with overlap_with_ddp=True")
+    ddp_ref = weakref.ref(ddp)
+
+    def zero_fn(state, bucket):
+        if state._queue is not None:
+            raise ValueError("gradwire zero hook: pass a State(sync=True)")
+        info = zero._overlap_info
+        if info.status != _OverlapStatus.INITIALIZED:
+            fut = hook(state, bucket)
+            zh._hook_with_zero_step_setup(ddp_ref, zero, bucket)
+            return fut
+        idx, rank = bucket.index(), zero.global_rank
+        owners = info.assigned_ranks_per_bucket[idx]
+        if len(owners) != 1:
+            raise RuntimeError("gradwire zero hook: bucket {idx} has owners "
+                               f"{sorted(owners)}; it needs one (shard_buckets=False)")
+        owner = next(iter(owners))
+        with torch.no_grad():
+            buf = state.reduce_to(bucket, owner)
+        if rank == owner:
+            info.bucket_index_to_bucket[idx] = bucket
+        info.bucket_indices_seen.append(idx)
+        if idx == len(info.params_per_bucket) - 1:
+            for b in range(len(info.params_per_bucket)):
+                if rank in info.assigned_ranks_per_bucket[b]:
+                    zh._perform_local_step(info.bucket_index_to_bucket[b], zero, rank)
+                zh._broadcast_bucket(b, zero)
+            info.wait_for_broadcasts()
+            info.clear_per_iter_info()
+            state._end_step()
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+
+    return zero_fn
