@@ -145,11 +145,11 @@ static int live_connect(struct gw_tp *tp, struct gw_store *st, const char *job, 
 	return 0;
 }
 
-int tp_live_open(struct gw_tp *tp, struct gw_store *st)
+int tp_live_listen(struct gw_tp *tp, struct gw_store *st)
 {
 	const char *job = tp->cfg.job ? tp->cfg.job : "gw";
 	char key[256];
-	int ret, watched = 0;
+	int ret;
 
 	tp->live_lfd = -1;
 	tp->lost_first = -1;
@@ -174,6 +174,16 @@ int tp_live_open(struct gw_tp *tp, struct gw_store *st)
 		snprintf(key, sizeof(key), "%s/tp/live/%d", job, tp->rank);
 		return gw_store_set(st, key, "", 0);
 	}
+	return 0;
+}
+
+int tp_live_connect(struct gw_tp *tp, struct gw_store *st)
+{
+	const char *job = tp->cfg.job ? tp->cfg.job : "gw";
+	int ret, watched = 0;
+
+	if (tp->live_lfd < 0)
+		return 0;
 	for (int p = 0; p < tp->size; p++) {
 		if (p == tp->rank)
 			continue;
@@ -268,7 +278,8 @@ bool tp_live_poll(struct gw_tp *tp)
 	tp->live_next = now + TP_LIVE_MS;
 	live_read(tp, now);
 	for (int p = 0; p < tp->size; p++) {
-		if (!tp->live_gone[p] || tp->peer_lost[p] || now - tp->live_gone[p] < TP_LIVE_GRACE_MS)
+		if (!tp->live_gone[p] || tp->peer_lost[p] ||
+		    now - tp->live_gone[p] < TP_LIVE_GRACE_MS)
 			continue;
 		tp->peer_lost[p] = true;
 		tp->peer_failed[p] = true; /* leaving does not wait for it */

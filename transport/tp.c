@@ -242,10 +242,12 @@ int gw_tp_create(const struct gw_tp_cfg *cfg, int rank, int size, struct gw_stor
 	if (tp->cfg.hosts)
 		ret = links_agree(tp, tp->cfg.hosts, st, err, errlen);
 	tp->cfg.hosts = NULL; /* the caller's; used only here */
+	if (!ret)
+		ret = tp_live_listen(tp, st);
 	for (int i = 0; i < tp->nlinks && !ret; i++)
 		ret = exchange(tp, i, st, err, errlen);
 	if (!ret)
-		ret = tp_live_open(tp, st);
+		ret = tp_live_connect(tp, st);
 	if (ret)
 		goto err_close_fabric;
 	tp_log(tp, GW_LOG_INFO, "connected %d ranks over %s", size, gw_tp_provider(tp));

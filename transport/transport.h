@@ -558,9 +558,13 @@ int tp_errno(int fi_err);
 void tp_ops_free(struct gw_tp *tp);
 
 /* live.c */
-/* Listen, publish "<job>/tp/live/<rank>", connect to every peer's. 0, or
- * -errno (-ETIMEDOUT: a peer never published; others only disable it). */
-int tp_live_open(struct gw_tp *tp, struct gw_store *st);
+/* Listen and publish "<job>/tp/live/<rank>" (before the addresses: the
+ * Gloo device sends it within its own). 0, or -errno (-ENOMEM, the
+ * store's); a socket that fails only disables watching. */
+int tp_live_listen(struct gw_tp *tp, struct gw_store *st);
+/* Connect to every peer's listener (after the addresses). 0, or -errno
+ * (-ETIMEDOUT: a peer never published); others only disable watching it. */
+int tp_live_connect(struct gw_tp *tp, struct gw_store *st);
 void tp_live_close(struct gw_tp *tp);
 /* At most every TP_LIVE_MS: look at the sockets, declare peers gone
  * (peer_lost[]). True when one was declared gone by this call. */

@@ -4,8 +4,11 @@
  *
  * Address bytes (kMaxByteSize = 192, zero padded, host byte order):
  *
- *   0 magic "GWGL" | 4 version 2 | 8 rank | 12 size | 16 host id (8)
- *   | 24 name length | 28 libfabric name ...
+ *   0 magic "GWGL" | 4 version 3 | 8 rank | 12 size | 16 host id (8)
+ *   | 24 name length | 28 libfabric name ... | live length (4) | live ...
+ *
+ * "live" is the address of the rank's liveness listener (transport/live.c:
+ * how a peer learns at once that this process ended), or empty.
  *
  * Slots. gradwire slots have 28 bits. Gloo's unbound buffers have 64-bit
  * slots: prefix (8) | tag (32) | delta (24), or a raw user tag (send/recv,
@@ -34,7 +37,7 @@ namespace {
 
 constexpr size_t kAddrBytes = ::gloo::transport::Address::kMaxByteSize;
 constexpr uint32_t kMagic = 0x4c475747; // "GWGL"
-constexpr uint32_t kVersion = 2; // 2: receive-ready notices (ready.cc)
+constexpr uint32_t kVersion = 3; // 2: receive-ready notices (ready.cc); 3: live
 constexpr size_t kAddrHeader = 28;
 constexpr uint32_t kBoundPrefix = 15;
 
@@ -97,13 +100,13 @@ uint32_t readySlot()
 }
 
 std::unique_ptr<Address> Address::make(int rank, int size, const void *name,
-				       size_t len)
+				       size_t len, const std::vector<char> &live)
 {
 	std::vector<char> b(kAddrBytes, 0);
 	uint64_t host = gwg_host_id();
 	int32_t r = rank, n = size;
 
-	if (len > kAddrBytes - kAddrHeader)
+	if (len + 4 + live.size() > kAddrBytes - kAddrHeader)
 		return nullptr;
 	putU32(b, 0, kMagic);
 	putU32(b, 4, kVersion);
@@ -112,15 +115,18 @@ std::unique_ptr<Address> Address::make(int rank, int size, const void *name,
 	std::memcpy(b.data() + 16, &host, 8);
 	putU32(b, 24, (uint32_t)len);
 	std::memcpy(b.data() + kAddrHeader, name, len);
+	putU32(b, kAddrHeader + len, (uint32_t)live.size());
+	if (!live.empty())
+		std::memcpy(b.data() + kAddrHeader + len + 4, live.data(), live.size());
 	return std::unique_ptr<Address>(
 		new Address(std::move(b), "gradwire rank " + std::to_string(rank)));
 }
 
 void Address::parse(const std::vector<char> &b, int peer, int size,
-		    std::vector<char> *name, uint64_t *host)
+		    std::vector<char> *name, uint64_t *host, std::vector<char> *live)
 {
 	int32_t r, n;
-	uint32_t len;
+	uint32_t len, llen = 0;
 
 	if (b.size() != kAddrBytes || getU32(b, 0) != kMagic)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
@@ -131,13 +137,18 @@ void Address::parse(const std::vector<char> &b, int peer, int size,
 	std::memcpy(&n, b.data() + 12, 4);
 	std::memcpy(host, b.data() + 16, 8);
 	len = getU32(b, 24);
+	if (len <= kAddrBytes - kAddrHeader - 4)
+		llen = getU32(b, kAddrHeader + len);
 	if (getU32(b, 4) != kVersion || r != peer || n != size ||
-	    len > kAddrBytes - kAddrHeader)
+	    len > kAddrBytes - kAddrHeader - 4 ||
+	    llen > kAddrBytes - kAddrHeader - 4 - len)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", peer, "'s address is inconsistent (version ",
 			getU32(b, 4), ", rank ", r, ", size ", n, "; expected version ",
 			kVersion, ", rank ", peer, ", size ", size, ")");
 	name->assign(b.data() + kAddrHeader, b.data() + kAddrHeader + len);
+	live->assign(b.data() + kAddrHeader + len + 4,
+		     b.data() + kAddrHeader + len + 4 + llen);
 }
 
 } // namespace gradwire_gloo

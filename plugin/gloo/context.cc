@@ -415,8 +415,9 @@ void Context::complete(Op *op, int rc)
 		sendLeft(std::move(done)); // complete once the peer has a receive for it
 	else
 		notify(op, peer, rc);
-	// op may be gone from here on
-	if (send && rc)
+	// op may be gone from here on. A receive that failed for want of its
+	// peer closes the pair too: later posts to it fail at once.
+	if (rc)
 		lostPeer(peer, rc);
 	if (it->second.empty()) {
 		queues_.erase(it);
@@ -635,18 +636,22 @@ void Context::closePeer(int peer)
 }
 
 /*
- * A send that failed for want of a connection: the peer's process ended or
- * closed its endpoint. net reports nothing on a receive from a closed
- * connection, only on a send to it (the ones the algorithm posts, and the
- * receive-ready notices every queued receive sends), so this is how a wait
- * learns of a dead peer before its timeout.
+ * An operation that failed for want of a connection: the peer's process
+ * ended or closed its endpoint. gradwire's transport sees a peer process
+ * end within a second (transport/live.c) and fails every request with it
+ * with ECONNRESET, receives included; a send the provider refused says so
+ * too. Either closes the pair: pending and later operations with the peer
+ * fail at once, as on Gloo's tcp device.
  */
 void Context::lostPeer(int peer, int rc)
 {
 	switch (rc) {
+	case -ECONNRESET:
+		endPeer(peer, "rank " + std::to_string(peer) +
+				      " is gone (its connection closed: did its process end?)");
+		break;
 	case -ENOTCONN:
 	case -EPIPE:
-	case -ECONNRESET:
 	case -ECONNREFUSED:
 	case -ECONNABORTED:
 	case -EHOSTUNREACH:
@@ -662,14 +667,15 @@ void Context::lostPeer(int peer, int rc)
 /*
  * A send that could not even be posted. net 1.17 answers a send to a peer
  * whose connection it dropped with EAGAIN until the connection is torn
- * down, which only its event processing does, so the post retries for
- * GRADWIRE_TIMEOUT_MS (under the context's lock): once is enough.
+ * down, which only its event processing does; the post retries until the
+ * transport learns that the peer is gone (ECONNRESET), or for the context's
+ * timeout (under the context's lock): once is enough.
  */
 void Context::postFailed(int peer, int rc)
 {
 	if (rc == -ETIMEDOUT)
 		endPeer(peer, "no send to rank " + std::to_string(peer) +
-				      " could be posted in GRADWIRE_TIMEOUT_MS (its connection is "
+				      " could be posted within the timeout (its connection is "
 				      "gone; did its process end?)");
 	else
 		lostPeer(peer, rc);

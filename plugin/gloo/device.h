@@ -74,10 +74,12 @@ class Address : public ::gloo::transport::Address
 {
       public:
 	// nullptr when the libfabric name does not fit.
-	static std::unique_ptr<Address> make(int rank, int size, const void *name, size_t len);
-	// Check a peer's bytes (throws) and take its libfabric name and host id.
+	static std::unique_ptr<Address> make(int rank, int size, const void *name, size_t len,
+					     const std::vector<char> &live);
+	// Check a peer's bytes (throws) and take its libfabric name, host id
+	// and liveness listener's address (transport/live.c).
 	static void parse(const std::vector<char> &b, int peer, int size, std::vector<char> *name,
-			  uint64_t *host);
+			  uint64_t *host, std::vector<char> *live);
 
 	std::string str() const override { return text_; }
 	std::vector<char> bytes() const override { return bytes_; }

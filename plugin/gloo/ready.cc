@@ -82,6 +82,7 @@ void Context::readyPost(int peer)
 		    "gradwire: cannot post the receive for rank " + std::to_string(peer) +
 			    "'s receive-ready notices: " + errText(rc) +
 			    " (sends to it will time out)");
+	lostPeer(peer, rc); // a peer gone: fail them now
 }
 
 void Context::owe(int peer, uint32_t gslot)
@@ -211,7 +212,11 @@ bool Context::pollReady()
 				log(LOG_WARN, rank,
 				    "gradwire: a receive-ready notice from rank " +
 					    std::to_string(p) + " was refused: " + errText(rc));
-			readyPost(p);
+			// A peer gone (ECONNRESET) closes its pair: the sends
+			// waiting for its notices fail now, not at the timeout.
+			lostPeer(p, rc);
+			if (closed_[p].empty())
+				readyPost(p);
 		}
 		flushReady(p);
 	}

@@ -5,9 +5,10 @@
  * Gloo's rendezvous (connectFullMesh) creates one Pair per peer, publishes
  * every pair's address() through the host's store, then calls
  * connect(bytes) per peer. gw_ctx_create() wants a store instead, so a
- * background thread runs it over a private store: its first set (this
- * rank's libfabric address) becomes our Address, and each connect() puts a
- * peer's address and host id into the private store. The connect() that
+ * background thread runs it over a private store: its set of this rank's
+ * libfabric address becomes our Address (with the liveness listener's
+ * address, set just before: transport/live.c), and each connect() puts a
+ * peer's address, host id and listener into the private store. The connect() that
  * completes the set joins the thread, which by then has run gradwire's
  * handshake with every peer.
  */
@@ -27,7 +28,8 @@ int Context::storeSet(void *arg, const char *key, const void *val, size_t len)
 	c->kv_[key].assign((const char *)val, (const char *)val + len);
 	snprintf(own, sizeof(own), GWG_KEY_ADDR, c->rank);
 	if (!strcmp(key, own) && !c->addr_) {
-		c->addr_ = Address::make(c->rank, c->size, val, len);
+		snprintf(own, sizeof(own), GWG_KEY_LIVE, c->rank);
+		c->addr_ = Address::make(c->rank, c->size, val, len, c->kv_[own]);
 		if (!c->addr_)
 			return -ENAMETOOLONG;
 	}
@@ -57,7 +59,10 @@ void Context::open()
 {
 	struct gwg_ctx *gw = nullptr;
 	char err[sizeof(err_)] = "";
-	int rc = gwg_create(rank, size, &store_, &gw, err, sizeof(err));
+	// Gloo's timeout (the context's, set by the rendezvous before the
+	// first pair) bounds the handshake and a post; waits take their own.
+	int rc = gwg_create(rank, size, (int)getTimeout().count(), &store_, &gw, err,
+			    sizeof(err));
 	std::lock_guard<std::mutex> g(rmu_);
 
 	rc_ = rc;
@@ -98,16 +103,18 @@ const Address &Context::address()
 
 void Context::connectPeer(int peer, const std::vector<char> &b)
 {
-	std::vector<char> name;
+	std::vector<char> name, live;
 	uint64_t host;
 	char key[64];
 
-	Address::parse(b, peer, size, &name, &host);
+	Address::parse(b, peer, size, &name, &host, &live);
 	std::unique_lock<std::mutex> lk(rmu_);
 	snprintf(key, sizeof(key), GWG_KEY_ADDR, peer);
 	kv_[key] = std::move(name);
 	snprintf(key, sizeof(key), GWG_KEY_HOST, peer);
 	kv_[key].assign((const char *)&host, (const char *)&host + sizeof(host));
+	snprintf(key, sizeof(key), GWG_KEY_LIVE, peer);
+	kv_[key] = std::move(live);
 	rcv_.notify_all();
 	if (++connected_ < size - 1)
 		return;

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "config.h"
 #include "init.h"
@@ -43,8 +44,8 @@ int gwg_config_check(int *timeout_ms, char *err, size_t errlen)
 	return rc;
 }
 
-int gwg_create(int rank, int size, const struct gradwire_store *st, struct gwg_ctx **out, char *err,
-	       size_t errlen)
+int gwg_create(int rank, int size, int timeout_ms, const struct gradwire_store *st,
+	       struct gwg_ctx **out, char *err, size_t errlen)
 {
 	struct gw_store store;
 	struct gw_config cfg;
@@ -66,6 +67,8 @@ int gwg_create(int rank, int size, const struct gradwire_store *st, struct gwg_c
 		return -EINVAL;
 	}
 	cfg.job = "gloo"; /* the keys of shim.h; the store is ours alone */
+	if (timeout_ms > 0 && !getenv("GRADWIRE_TIMEOUT_MS"))
+		cfg.timeout_ms = timeout_ms; /* Gloo's, unless set */
 	gw_store_host(&store, st);
 	gw_config_log(&cfg, rank);
 	gw_config_ctx(&cfg, &cc);

@@ -26,6 +26,7 @@ struct gwg_req;
 /* The keys gw_ctx_create() uses, for rank r (the job prefix is "gloo"). */
 #define GWG_KEY_ADDR "gloo/tp/addr/%d"
 #define GWG_KEY_HOST "gloo/host/%d"
+#define GWG_KEY_LIVE "gloo/tp/live/%d" /* set before GWG_KEY_ADDR */
 
 /**
  * gwg_config_check() - load the GRADWIRE_* variables strictly; also rejects
@@ -37,9 +38,12 @@ int gwg_config_check(int *timeout_ms, char *err, size_t errlen);
 /**
  * gwg_create() - gw_ctx_create() configured from the environment, with the
  * job prefix "gloo" and the host store st (used only during this call).
+ * timeout_ms > 0 (Gloo's context timeout) is the context's timeout unless
+ * GRADWIRE_TIMEOUT_MS is set: it bounds the handshake, a post the provider
+ * keeps refusing, and the goodbye at the end.
  */
-int gwg_create(int rank, int size, const struct gradwire_store *st, struct gwg_ctx **out, char *err,
-	       size_t errlen);
+int gwg_create(int rank, int size, int timeout_ms, const struct gradwire_store *st,
+	       struct gwg_ctx **out, char *err, size_t errlen);
 /** gwg_destroy() - accepts NULL; prints statistics when GRADWIRE_STATS=1. */
 void gwg_destroy(struct gwg_ctx *c);
 
