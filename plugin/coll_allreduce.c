@@ -2,8 +2,8 @@
 /*
  * coll_allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
  * PowerSGD's linear form when every rank agreed on it (coll_lowrank.c),
- * else the ring, the direct allreduce (coll_direct.c) or the hierarchical
- * allreduce (coll_hier.c), then the average. Also the allreduce's halves as
+ * else the ring (its reduce-scatter direct, coll_direct.c, for lossy calls)
+ * or the hierarchical allreduce (coll_hier.c), then the average. Also the allreduce's halves as
  * collectives of their own, with the same checks: the reduce-scatter and
  * the float allgather (member i owns chunk i). The top of the
  * collectives: it calls them, none of them calls it.
@@ -208,10 +208,9 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: each value compressed once, on its way to its owner. */
-	if (lossy && c->algo_set != GW_COLL_ALGO_RING)
-		rc = coll_direct_rs(c, &c->world, key, buf, n, lossy);
-	else
-		rc = coll_ring_run(c, &c->world, key, buf, n, lossy, RING_RS, -1);
+	rc = coll_ring_run(c, &c->world, key, buf, n, lossy,
+			   RING_RS | (lossy && c->algo_set != GW_COLL_ALGO_RING ? RING_DIRECT : 0),
+			   -1);
 	if (rc)
 		return rc;
 	if (op == GW_COLL_AVG)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_direct.c - the direct lossy allreduce (scatter-reduce-allgather, as
- * in CGX): every value is compressed twice, whatever the number of ranks.
+ * coll_direct.c - the direct reduce-scatter, which makes the direct lossy
+ * allreduce (scatter-reduce-allgather, as in CGX): every value is
+ * compressed twice, whatever the number of ranks.
  *
  * The ring's reduce-scatter encodes the running partial sum again at every
  * hop, so a value is compressed size - 1 times on its way to its owner and
@@ -25,14 +26,17 @@
  * neighbour, so a member's link to each peer carries 1 / (size - 1) of its
  * reduce-scatter.
  *
- * The reduce-scatter alone is the reduce_scatter collective
- * (coll_direct_rs(), exact or lossy), with member i owning chunk i
- * (struct ring's delta -1); the float allgather with the same owners is the
- * ring's allgather (coll_ring_run(..., RING_AG, -1)).
+ * It is the ring engine's other reduce-scatter: a run begun with
+ * RING_DIRECT (coll_ring_begin()) does its reduce-scatter here, in rounds,
+ * resumable like the ring's units (coll_ring_step() calls
+ * coll_direct_step() until it returns 0), then its allgather as the ring.
+ * So the flat allreduce, the hierarchical allreduce's phase across hosts
+ * and the reduce_scatter collective (member i owning chunk i: struct
+ * ring's delta -1) all use it the same way.
  *
  * Segments and slots. A chunk goes in the ring's segments (coll_ring_init()
  * cuts them for the codec's bytes per value), segment j of every chunk on
- * unit j of the stream, i.e. slot_of(id, j) towards its owner: the units of
+ * unit j of the run, i.e. slot_of(id, base + j) towards its owner: units of
  * the ring's first reduce-scatter step, which this run does not use, and
  * below the allgather's. So every (peer, slot) - a residual, a sequence, a
  * frame - meets the same segment of the same chunk at every call. Rounds
@@ -40,7 +44,6 @@
  * residuals would exceed STAGED_MAX values.
  */
 #include <string.h>
-#include "../common/grow.h"
 #include "coll_impl.h"
 
 #define ROUNDS 2
@@ -55,12 +58,19 @@ static uint64_t seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
 	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
 }
 
+/* The requests of round j: 2 (size - 1) of g->rr, a bank per round in
+ * flight (g->rr holds the ring's units, at least that many). */
+static struct gw_ctx_req *bank(const struct ring *g, uint32_t j)
+{
+	return g->rr + (size_t)(j % g->rounds) * 2 * (size_t)(g->grp->size - 1);
+}
+
 /*
- * Post round j into r[0 .. 2 (size - 1)): the receives of segment j of this
- * member's chunk from every other member (added into place), then the sends
- * of segment j of every other chunk to its owner, nearest first.
+ * Post round j: the receives of segment j of this member's chunk from every
+ * other member (added into place), then the sends of segment j of every
+ * other chunk to its owner, nearest first.
  */
-static int post_round(struct gw_coll *c, const struct ring *g, uint32_t j, struct gw_ctx_req *r)
+static int post_round(struct gw_coll *c, struct ring *g, uint32_t j, struct gw_ctx_req *r)
 {
 	const struct coll_group *grp = g->grp;
 	int size = grp->size, me = grp->me, rc;
@@ -73,91 +83,73 @@ static int post_round(struct gw_coll *c, const struct ring *g, uint32_t j, struc
 		if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, -i), slot, g->buf + off, cnt,
 					      GW_CTX_ADD, &r[i - 1])))
 			return rc;
+		g->moves += cnt != 0;
 	}
 	for (int i = 1; i < size; i++) {
 		cnt = seg_span(g, mod(me + i + 1 + g->delta, size), j, &off);
 		if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, i), slot, g->buf + off, cnt,
 					      g->lossy | GW_CTX_ZEROCOPY, &r[size - 2 + i])))
 			return rc;
+		g->moves += cnt != 0;
 	}
 	return 0;
 }
 
-/* Wait for round j's requests (receives first, in member order, so the
- * owner's sum is the same at every call), then free their frames. */
-static int finish_round(struct gw_coll *c, const struct ring *g, uint32_t j, struct gw_ctx_req *r)
+/*
+ * Finish round j once it is complete: at once while g may block (its wait
+ * counts as one), else only when every request of it completed. Receives
+ * first, in member order, so the owner's sum is the same at every call;
+ * then their frames go back to the pool. Return: 0, RING_PENDING, or the
+ * first error.
+ */
+static int finish_round(struct gw_coll *c, struct ring *g, uint32_t j, struct gw_ctx_req *r)
 {
 	const struct coll_group *grp = g->grp;
+	size_t per = 2 * (size_t)(grp->size - 1);
 	uint32_t slot = slot_of(g->id, g->base + j);
-	int rc = gw_ctx_waitall(c->ctx, r, 2 * (size_t)(grp->size - 1));
+	int rc;
 
-	for (int i = 1; i < grp->size && !rc; i++) {
+	if (!g->blocks) {
+		for (size_t i = 0; i < per; i++)
+			if (r[i].cs && (rc = gw_ctx_test(c->ctx, &r[i])) <= 0)
+				return rc ? rc : RING_PENDING;
+	} else if (g->blocks > 0) {
+		g->blocks--;
+	}
+	rc = gw_ctx_waitall(c->ctx, r, per);
+	if (rc)
+		return rc;
+	for (int i = 1; i < grp->size; i++) {
 		gw_ctx_slot_trim(c->ctx, group_peer(grp, -i), slot, 0);
 		gw_ctx_slot_trim(c->ctx, group_peer(grp, i), slot, 0);
 	}
-	return rc;
-}
-
-/* The direct reduce-scatter of g: afterwards member i holds the sum of
- * chunk i + 1 + g->delta. */
-static int direct_rs(struct gw_coll *c, struct ring *g)
-{
-	size_t per = 2 * (size_t)(g->grp->size - 1);
-	struct ring_reqs *m = &c->reqs[RING_REQS_MAIN];
-	uint64_t staged = (uint64_t)(g->grp->size - 1) * g->seg;
-	uint32_t rounds = staged * ROUNDS <= STAGED_MAX ? ROUNDS : 1, j;
-	int rc = gw_grow((void **)&m->req, &m->cap, rounds * per * sizeof(*m->req));
-
-	if (rc)
-		return rc;
-	memset(m->req, 0, rounds * per * sizeof(*m->req));
-	/* Round j takes the requests of round j - rounds, once it is done. */
-	for (j = 0; j < g->nseg; j++) {
-		struct gw_ctx_req *r = m->req + j % rounds * per;
-
-		if (j >= rounds && (rc = finish_round(c, g, j - rounds, r)))
-			goto fail;
-		if ((rc = post_round(c, g, j, r)))
-			goto fail;
-	}
-	for (j = g->nseg > rounds ? g->nseg - rounds : 0; j < g->nseg; j++)
-		if ((rc = finish_round(c, g, j, m->req + j % rounds * per)))
-			goto fail;
+	g->moves++;
 	return 0;
-fail:
-	coll_fail(c, rc, "allreduce reduce-scatter (direct)", (int)j);
-	for (size_t i = 0; i < rounds * per; i++)
-		gw_ctx_abort_begin(c->ctx, &m->req[i]);
-	for (size_t i = 0; i < rounds * per; i++)
-		gw_ctx_abort(c->ctx, &m->req[i]);
-	return rc;
 }
 
-int coll_direct_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
-			  uint64_t n)
+void coll_direct_begin(struct ring *g)
 {
-	struct ring g;
+	uint64_t staged = (uint64_t)(g->grp->size - 1) * g->seg;
+
+	g->rounds = staged * ROUNDS <= STAGED_MAX ? ROUNDS : 1;
+	g->dposted = g->ddone = 0;
+}
+
+int coll_direct_step(struct gw_coll *c, struct ring *g)
+{
 	int rc;
 
-	coll_ring_init(c, &g, grp, buf, n, GW_CTX_LOSSY, coll_stream_of(c, key), 0,
-		       UINT32_C(1) << STEP_BITS);
-	rc = direct_rs(c, &g);
-	if (rc)
-		return rc;
-	rc = coll_ring_begin(c, &g, RING_AG, RING_REQS_MAIN);
-	if (rc)
-		return rc;
-	rc = coll_ring_step(c, &g, -1);
-	return rc ? coll_ring_fail(c, &g, rc) : 0;
-}
-
-int coll_direct_rs(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
-		   uint64_t n, unsigned lossy)
-{
-	struct ring g;
-
-	coll_ring_init(c, &g, grp, buf, n, lossy, coll_stream_of(c, key), 0,
-		       UINT32_C(1) << STEP_BITS);
-	g.delta = -1;
-	return direct_rs(c, &g);
+	while (g->ddone < g->nseg) {
+		while (g->dposted < g->nseg && g->dposted - g->ddone < g->rounds) {
+			rc = post_round(c, g, g->dposted, bank(g, g->dposted));
+			g->dposted++;
+			if (rc)
+				return rc;
+		}
+		rc = finish_round(c, g, g->ddone, bank(g, g->ddone));
+		if (rc)
+			return rc;
+		g->ddone++;
+	}
+	return 0;
 }

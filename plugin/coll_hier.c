@@ -171,15 +171,15 @@ int coll_decide(struct gw_coll *c)
 			       : "",
 		       why);
 	}
-	/* A flat allreduce compresses each value twice, whatever the size
-	 * (coll_direct.c), unless the ring was asked for. */
-	c->direct = !c->hier && c->algo_set != GW_COLL_ALGO_RING;
-	if (!c->hier)
-		gw_log(lvl, GW_LOG_INFO, c->rank, "allreduce: lossy calls %s",
-		       c->direct ? "direct (scatter-reduce-allgather: each value compressed "
-				   "twice, whatever the ranks)"
-				 : "on the ring (GRADWIRE_ALGO=ring: each value compressed at "
-				   "every hop)");
+	/* A lossy allreduce compresses each value twice, whatever the ranks
+	 * (coll_direct.c; in hier, across hosts), unless the ring was asked
+	 * for. */
+	c->direct = c->algo_set != GW_COLL_ALGO_RING;
+	gw_log(lvl, GW_LOG_INFO, c->rank, "allreduce: lossy calls %s%s",
+	       c->hier ? "across hosts " : "",
+	       c->direct ? "direct (scatter-reduce-allgather: each value compressed twice, "
+			   "whatever the ranks)"
+			 : "on the ring (GRADWIRE_ALGO=ring: each value compressed at every hop)");
 	c->decided = true;
 out:
 	free(idx);
@@ -295,7 +295,9 @@ static int start(struct pipe *pp)
 		}
 		coll_ring_init(c, &pp->cross, &c->cross, b + OFF(p), CNT(p), pp->lossy, pp->id,
 			       (pp->npieces + pp->xp) * pp->budget, pp->budget);
-		rc = coll_ring_begin(c, &pp->cross, RING_ALL, RING_REQS_CROSS);
+		rc = coll_ring_begin(c, &pp->cross,
+				     RING_ALL | (pp->lossy && c->direct ? RING_DIRECT : 0),
+				     RING_REQS_CROSS);
 		if (rc)
 			return rc;
 		pp->cross_on = true;
@@ -422,9 +424,8 @@ static int hier_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsi
 
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
-	if (!c->hier && lossy && c->direct)
-		return coll_direct_allreduce(c, &c->world, key, buf, n);
 	if (!c->hier)
-		return coll_ring_allreduce(c, &c->world, key, buf, n, lossy, RING_ALL);
+		return coll_ring_run(c, &c->world, key, buf, n, lossy,
+				     RING_ALL | (lossy && c->direct ? RING_DIRECT : 0), 0);
 	return hier_sum(c, coll_stream_of(c, key), buf, n, lossy);
 }

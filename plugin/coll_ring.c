@@ -300,6 +300,18 @@ static int unit_step(struct gw_coll *c, struct ring *g, uint32_t back, uint32_t 
 	return 0;
 }
 
+/* Start g's units at first: nothing posted, nothing in flight. Units
+ * below first are another run's (an allgather after its own reduce-scatter,
+ * which has completed): nothing waits for them. */
+static void ring_start(struct ring *g, uint32_t first)
+{
+	memset(g->rr, 0, 2 * (size_t)g->units * sizeof(*g->rr));
+	g->first = first;
+	g->u = g->posted = g->swaited = g->rwaited = first;
+	g->phase = PH_RECVS;
+	g->staged = 0;
+}
+
 int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks)
 {
 	uint32_t back = ((uint32_t)g->grp->size - 1) * g->nseg;
@@ -307,6 +319,15 @@ int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks)
 	int rc;
 
 	g->blocks = blocks;
+	if (g->direct) { /* the reduce-scatter in direct rounds, then the rest */
+		rc = coll_direct_step(c, g);
+		if (rc)
+			return rc;
+		g->direct = false;
+		if (g->last == g->units / 2) /* a reduce-scatter alone */
+			return 0;
+		ring_start(g, g->units / 2);
+	}
 	while (g->u < g->last) {
 		rc = unit_step(c, g, back, lag);
 		if (rc)
@@ -478,17 +499,14 @@ int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned
 
 	if (rc)
 		return rc;
-	/* The same units (hence slots) whichever phases run. Units below
-	 * first are another run's (an allgather after its own reduce-scatter,
-	 * which has completed): nothing waits for them. */
-	g->first = phases & RING_RS ? 0 : half;
+	/* The same units (hence slots) whichever phases run. */
 	g->last = phases & RING_AG ? g->units : half;
 	g->rr = m->req;
 	g->sr = m->req + g->units;
-	memset(m->req, 0, 2 * (size_t)g->units * sizeof(*m->req));
-	g->u = g->posted = g->swaited = g->rwaited = g->first;
-	g->phase = PH_RECVS;
-	g->staged = 0;
+	ring_start(g, phases & RING_RS ? 0 : half);
+	g->direct = (phases & (RING_RS | RING_DIRECT)) == (RING_RS | RING_DIRECT);
+	if (g->direct)
+		coll_direct_begin(g);
 	return 0;
 }
 
