@@ -79,7 +79,8 @@ static const struct param table[] = {
 		    "of a chunk, encoded once, to its owner, which sums exactly and "
 		    "encodes the sum once: two compressions per value whatever the ranks; "
 		    "exact calls take the ring); hier (exact reduce-scatter inside each "
-		    "host, the ring across hosts, exact allgather inside); auto: hier on 2 "
+		    "host, across hosts the ring, direct for lossy calls, exact allgather "
+		    "inside); auto: hier on 2 "
 		    "or more hosts with equal numbers of ranks, more than one each, else "
 		    "direct. hier on another layout runs direct and says why. Every rank "
 		    "must use the same value" },
