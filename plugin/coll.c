@@ -264,43 +264,57 @@ _Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes"
 
 static int tensor_name(char *s, size_t len, uint64_t key)
 {
-	return key & KEY_ID
-		       ? snprintf(s, len, "tensor id %llu", (unsigned long long)(key & ~KEY_ID))
-		       : snprintf(s, len, "a tensor without id");
+	return key & KEY_ID ? snprintf(s, len, "tensor id %llu",
+				       (unsigned long long)(key & ~(KEY_ID | KEY_RS | KEY_AG)))
+			    : snprintf(s, len, "a tensor without id");
 }
 
-/* Why rank ra's call a and rank rb's call b cannot be one allreduce. */
+/* The collective a call check's key belongs to. */
+static const char *kind_of(uint64_t key)
+{
+	return key & KEY_RS ? "reduce-scatter" : key & KEY_AG ? "allgather" : "allreduce";
+}
+
+/* Why rank ra's call a and rank rb's call b cannot be one call. */
 static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 		      const struct call_desc *b, int rb)
 {
+	const char *ka = kind_of(a->key), *kb = kind_of(b->key);
 	char ta[48], tb[48];
 
 	tensor_name(ta, sizeof(ta), a->key);
 	tensor_name(tb, sizeof(tb), b->key);
-	if (a->key != b->key && ((a->key | b->key) & KEY_ID))
+	if (ka != kb)
 		snprintf(m, len,
-			 "allreduce #%u: rank %d reduces %s (%llu values), "
-			 "rank %d %s (%llu values): the ranks call allreduce on "
-			 "different tensors or in different orders",
-			 a->call, ra, ta, (unsigned long long)a->n, rb, tb,
+			 "call #%u: rank %d calls %s of %s (%llu values), rank %d %s of %s "
+			 "(%llu values): the ranks call different collectives, or in "
+			 "different orders",
+			 a->call, ra, ka, ta, (unsigned long long)a->n, rb, kb, tb,
 			 (unsigned long long)b->n);
-	else if (a->n != b->n)
+	else if (a->key != b->key && ((a->key | b->key) & KEY_ID))
 		snprintf(m, len,
-			 "allreduce #%u of %s: rank %d passes %llu values, rank %d passes %llu",
-			 a->call, ta, ra, (unsigned long long)a->n, rb, (unsigned long long)b->n);
+			 "%s #%u: rank %d reduces %s (%llu values), "
+			 "rank %d %s (%llu values): the ranks call %s on "
+			 "different tensors or in different orders",
+			 ka, a->call, ra, ta, (unsigned long long)a->n, rb, tb,
+			 (unsigned long long)b->n, ka);
+	else if (a->n != b->n)
+		snprintf(m, len, "%s #%u of %s: rank %d passes %llu values, rank %d passes %llu",
+			 ka, a->call, ta, ra, (unsigned long long)a->n, rb,
+			 (unsigned long long)b->n);
 	else if (a->call != b->call)
 		snprintf(m, len,
-			 "allreduce of %s: rank %d is at call #%u, rank %d "
-			 "at #%u (a rank skipped or repeated an allreduce)",
-			 ta, ra, a->call, rb, b->call);
+			 "%s of %s: rank %d is at call #%u, rank %d "
+			 "at #%u (a rank skipped or repeated a collective)",
+			 ka, ta, ra, a->call, rb, b->call);
 	else if (a->op != b->op)
-		snprintf(m, len, "allreduce #%u of %s: rank %d asks for %s, rank %d for %s",
-			 a->call, ta, ra, a->op ? "avg" : "sum", rb, b->op ? "avg" : "sum");
+		snprintf(m, len, "%s #%u of %s: rank %d asks for %s, rank %d for %s", ka, a->call,
+			 ta, ra, a->op ? "avg" : "sum", rb, b->op ? "avg" : "sum");
 	else
 		snprintf(m, len,
-			 "allreduce #%u of %s: rank %d %s lossy compression "
+			 "%s #%u of %s: rank %d %s lossy compression "
 			 "(GRADWIRE_LOSSY), rank %d %s",
-			 a->call, ta, ra, a->lossy ? "allows" : "does not allow", rb,
+			 ka, a->call, ta, ra, a->lossy ? "allows" : "does not allow", rb,
 			 b->lossy ? "does" : "does not");
 }
 

@@ -331,6 +331,47 @@ static void test_halves(void)
 	halves("topk:ratio=0.1", 1.0);
 }
 
+/* Ranks that call different collectives on the same tensor fail at once,
+ * each saying which (the call check's key carries the kind). */
+static int body_kinds(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c;
+	float y[1000];
+	const char *msg;
+	int rc;
+
+	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+		return 10;
+	if (gw_coll_create(ctx, &c))
+		return 11;
+	tu_fill(y, 1000, ct_seed(rank, 1000, 0));
+	rc = rank ? gw_coll_reduce_scatter_id(c, 3, y, 1000, GW_COLL_SUM, GW_CTX_LOSSY)
+		  : gw_coll_allreduce_id(c, 3, y, 1000, GW_COLL_SUM, GW_CTX_LOSSY);
+	msg = gw_coll_error(c);
+	if (rc != -EINVAL || !msg || !strstr(msg, "rank 0 calls allreduce of tensor id 3") ||
+	    !strstr(msg, "rank 1 reduce-scatter of tensor id 3")) {
+		fprintf(stderr, "rank %d: rc %d, \"%s\"\n", rank, rc, msg ? msg : "");
+		return 12;
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_kinds(void)
+{
+	struct direct_arg a = { .codec = "int8" };
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 60, body_kinds, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);
+	CU_ASSERT_EQUAL(codes[1], 0);
+}
+
 /* ---- error feedback: the mean over 30 calls converges ------------------------ */
 
 #define EF_N 20000
@@ -415,6 +456,7 @@ int main(void)
 		{ "direct against the ring: onebit, randomk, topk", test_sparse },
 		{ "error feedback over 30 calls, as the ring's", test_feedback },
 		{ "reduce-scatter and float allgather, exact and lossy", test_halves },
+		{ "ranks that call different collectives fail at once", test_kinds },
 		CU_TEST_INFO_NULL,
 	};
 
