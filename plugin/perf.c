@@ -917,7 +917,8 @@ int main(int argc, char **argv)
 		int rc = gw_perf_mpi_init(&rank, &size);
 
 		if (rc) {
-			fprintf(stderr, "gradwire-perf: MPI_Init failed\n");
+			fprintf(stderr, "gradwire-perf: MPI_Init failed (--store DIR meets "
+					"through a folder instead)\n");
 			return 3;
 		}
 		rc = gw_perf_mpi_store_create(&st);
