@@ -209,8 +209,7 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 		return rc;
 	/* Lossy: each value compressed once, on its way to its owner. */
 	rc = coll_ring_run(c, &c->world, key, buf, n, lossy,
-			   RING_RS | (lossy && c->algo_set != GW_COLL_ALGO_RING ? RING_DIRECT : 0),
-			   -1);
+			   RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
 	if (op == GW_COLL_AVG)
