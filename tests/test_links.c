@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,6 +666,65 @@ static bool have_shm(void)
 	return ret == 0;
 }
 
+/* ---- a rank killed: seen over both links ---------------------------------- */
+
+/*
+ * 2 hosts of 2; rank 1 dies (SIGKILL) as its third allreduce begins. Its
+ * host mate reaches it over shm, the others over the network provider:
+ * every survivor's call fails within 2 s, under a 15 s timeout, because
+ * the transport sees the dead process's connection close (transport/
+ * live.c), on both kinds of link.
+ */
+static int body_kill(int rank, int size, const char *dir, void *arg)
+{
+	const struct links_arg *a = arg;
+	float *y = tu_alloc(N * sizeof(float));
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c;
+	char err[512];
+	int64_t t0 = 0;
+	int rc = 0, call;
+
+	if (open_ctx(a, rank, size, dir, &st, &ctx, err, sizeof(err)) || gw_coll_create(ctx, &c)) {
+		fprintf(stderr, "rank %d: create: %s\n", rank, err);
+		return 10;
+	}
+	for (call = 0; call < 4; call++) {
+		if (rank == 1 && call == 2)
+			raise(SIGKILL);
+		tu_fill(y, N, (uint64_t)rank * 31 + (uint64_t)call);
+		t0 = gw_now_ms();
+		rc = gw_coll_allreduce(c, y, N, GW_COLL_SUM, 0);
+		if (rc)
+			break;
+	}
+	if (!rc || call != 2) {
+		fprintf(stderr, "rank %d: call %d gave %d\n", rank, call, rc);
+		return 20;
+	}
+	if (gw_now_ms() - t0 > 2000) {
+		fprintf(stderr, "rank %d: the dead rank was seen after %lld ms\n", rank,
+			(long long)(gw_now_ms() - t0));
+		return 22;
+	}
+	gw_coll_destroy(c);
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	free(y);
+	return 0;
+}
+
+static void test_killed(void)
+{
+	struct links_arg a = { 0 };
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(4, 60, body_kill, &a, codes), 0);
+	for (int r = 0; r < 4; r++)
+		CU_ASSERT_EQUAL(codes[r], r == 1 ? 128 + SIGKILL : 0);
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
@@ -677,6 +737,7 @@ int main(void)
 		{ "ranks with different local providers fail at once, naming both", test_mismatch },
 		{ "a region left by a killed rank under this pid does not stop shm", test_stale },
 		{ "regions of ranks killed before their context was up are removed", test_sweep },
+		{ "a killed rank is seen within 2 s over shm and the network", test_killed },
 		CU_TEST_INFO_NULL,
 	};
 

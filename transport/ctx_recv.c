@@ -206,6 +206,18 @@ static void failed(struct gw_ctx *ctx, int peer, enum tp_op_dir dir)
 	}
 }
 
+/* Why a request with peer ended, when another rank's loss ended it. */
+static const char *lost_why(struct gw_ctx *ctx, int peer)
+{
+	static _Thread_local char why[64];
+	int lost = gw_tp_lost_peer(ctx->tp);
+
+	if (lost < 0 || lost == peer)
+		return "";
+	snprintf(why, sizeof(why), " (ended: rank %d is gone)", lost);
+	return why;
+}
+
 /* gw_ctx_wait() with timeout_ms left (0: only what has completed). */
 static int wait_for(struct gw_ctx *ctx, struct gw_ctx_req *r, int timeout_ms)
 {
@@ -228,8 +240,9 @@ static int wait_for(struct gw_ctx *ctx, struct gw_ctx_req *r, int timeout_ms)
 				gw_rstore_abort(r->res);
 			cs->c->st.errors += got != -ETIMEDOUT;
 			cs->c->st.timeouts += got == -ETIMEDOUT;
-			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s",
-				cs->c->peer, cs->slot, gw_strerror((int)got));
+			ctx_log(ctx, GW_LOG_ERROR, "send to rank %d (slot %u) failed: %s%s",
+				cs->c->peer, cs->slot, gw_strerror((int)got),
+				lost_why(ctx, cs->c->peer));
 			failed(ctx, cs->c->peer, OP_SEND);
 			return (int)got;
 		}
@@ -243,8 +256,8 @@ static int wait_for(struct gw_ctx *ctx, struct gw_ctx_req *r, int timeout_ms)
 	if (got < 0) {
 		cs->c->st.errors += got != -ETIMEDOUT;
 		cs->c->st.timeouts += got == -ETIMEDOUT;
-		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s", cs->c->peer,
-			cs->slot, gw_strerror((int)got));
+		ctx_log(ctx, GW_LOG_ERROR, "receive from rank %d (slot %u) failed: %s%s",
+			cs->c->peer, cs->slot, gw_strerror((int)got), lost_why(ctx, cs->c->peer));
 		failed(ctx, cs->c->peer, OP_RECV);
 		return (int)got;
 	}
