@@ -39,15 +39,22 @@
  * unit j of the run, i.e. slot_of(id, base + j) towards its owner: units of
  * the ring's first reduce-scatter step, which this run does not use, and
  * below the allgather's. So every (peer, slot) - a residual, a sequence, a
- * frame - meets the same segment of the same chunk at every call. Rounds
- * (segment j of every chunk) go ROUNDS at a time, fewer when their staged
- * residuals would exceed STAGED_MAX values.
+ * frame - meets the same segment of the same chunk at every call.
+ *
+ * Schedule. Unit u is segment j = u / (size - 1) at distance d = 1 + u %
+ * (size - 1): this member receives segment j of its chunk from member me - d
+ * and sends segment j of member me + d's chunk to it, a pairwise exchange.
+ * Up to WINDOW units are in flight (fewer when their staged residuals would
+ * exceed STAGED_MAX values), so each member has a few peers at once, as
+ * the ring has: the first version sent to all size - 1 owners at once and,
+ * with 8 ranks on 2 cores over shm, took 3-5x the ring's time (many-to-one
+ * copies through shm's shared buffers).
  */
 #include <string.h>
 #include "coll_impl.h"
 
-#define ROUNDS 2
-#define STAGED_MAX (UINT64_C(8) << 20) /* values; as coll_ring.c's */
+#define WINDOW 8		       /* units in flight, at most */
+#define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as coll_ring.c's */
 
 /* Offset and length of segment j of chunk k of the ring g's tensor. */
 static uint64_t seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
@@ -58,95 +65,98 @@ static uint64_t seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
 	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
 }
 
-/* The requests of round j: 2 (size - 1) of g->rr, a bank per round in
- * flight (g->rr holds the ring's units, at least that many). */
-static struct gw_ctx_req *bank(const struct ring *g, uint32_t j)
+/* Unit u: segment u / (size - 1) at distance 1 + u % (size - 1). */
+static uint32_t unit_seg(const struct ring *g, uint32_t u, int *dist)
 {
-	return g->rr + (size_t)(j % g->rounds) * 2 * (size_t)(g->grp->size - 1);
+	*dist = 1 + (int)(u % (uint32_t)(g->grp->size - 1));
+	return u / (uint32_t)(g->grp->size - 1);
+}
+
+/* The requests of unit u, its receive then its send: two of g->rr, a pair
+ * per unit in flight (g->rr holds the ring's units, at least that many). */
+static struct gw_ctx_req *bank(const struct ring *g, uint32_t u)
+{
+	return g->rr + 2 * (size_t)(u % g->rounds);
 }
 
 /*
- * Post round j: the receives of segment j of this member's chunk from every
- * other member (added into place), then the sends of segment j of every
- * other chunk to its owner, nearest first.
+ * Post unit u, segment j at distance d: the receive of segment j of this
+ * member's chunk from member me - d (added into place), and the send of
+ * segment j of member me + d's chunk to it.
  */
-static int post_round(struct gw_coll *c, struct ring *g, uint32_t j, struct gw_ctx_req *r)
+static int post_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ctx_req *r)
 {
 	const struct coll_group *grp = g->grp;
-	int size = grp->size, me = grp->me, rc;
-	uint32_t slot = slot_of(g->id, g->base + j);
+	int size = grp->size, me = grp->me, d, rc;
+	uint32_t j = unit_seg(g, u, &d), slot = slot_of(g->id, g->base + j);
 	uint64_t off, cnt;
 
-	memset(r, 0, 2 * (size_t)(size - 1) * sizeof(*r));
-	for (int i = 1; i < size; i++) {
-		cnt = seg_span(g, mod(me + 1 + g->delta, size), j, &off);
-		if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, -i), slot, g->buf + off, cnt,
-					      GW_CTX_ADD, &r[i - 1])))
-			return rc;
-		g->moves += cnt != 0;
-	}
-	for (int i = 1; i < size; i++) {
-		cnt = seg_span(g, mod(me + i + 1 + g->delta, size), j, &off);
-		if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, i), slot, g->buf + off, cnt,
-					      g->lossy | GW_CTX_ZEROCOPY, &r[size - 2 + i])))
-			return rc;
-		g->moves += cnt != 0;
-	}
+	memset(r, 0, 2 * sizeof(*r));
+	cnt = seg_span(g, mod(me + 1 + g->delta, size), j, &off);
+	if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, -d), slot, g->buf + off, cnt,
+				      GW_CTX_ADD, &r[0])))
+		return rc;
+	g->moves += cnt != 0;
+	cnt = seg_span(g, mod(me + d + 1 + g->delta, size), j, &off);
+	if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, d), slot, g->buf + off, cnt,
+				      g->lossy | GW_CTX_ZEROCOPY, &r[1])))
+		return rc;
+	g->moves += cnt != 0;
 	return 0;
 }
 
 /*
- * Finish round j once it is complete: at once while g may block (its wait
- * counts as one), else only when every request of it completed. Receives
- * first, in member order, so the owner's sum is the same at every call;
- * then their frames go back to the pool. Return: 0, RING_PENDING, or the
- * first error.
+ * Finish unit u once it is complete: at once while g may block (its wait
+ * counts as one), else only when both its requests completed. Units finish
+ * in order, so the owner adds its parts in member order (me - 1, me - 2,
+ * ...) and its sum is the same at every call. Return: 0, RING_PENDING, or
+ * the first error.
  */
-static int finish_round(struct gw_coll *c, struct ring *g, uint32_t j, struct gw_ctx_req *r)
+static int finish_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ctx_req *r)
 {
-	const struct coll_group *grp = g->grp;
-	size_t per = 2 * (size_t)(grp->size - 1);
-	uint32_t slot = slot_of(g->id, g->base + j);
-	int rc;
+	int d, rc;
+	uint32_t slot = slot_of(g->id, g->base + unit_seg(g, u, &d));
 
 	if (!g->blocks) {
-		for (size_t i = 0; i < per; i++)
+		for (int i = 0; i < 2; i++)
 			if (r[i].cs && (rc = gw_ctx_test(c->ctx, &r[i])) <= 0)
 				return rc ? rc : RING_PENDING;
 	} else if (g->blocks > 0) {
 		g->blocks--;
 	}
-	rc = gw_ctx_waitall(c->ctx, r, per);
+	rc = gw_ctx_waitall(c->ctx, r, 2);
 	if (rc)
 		return rc;
-	for (int i = 1; i < grp->size; i++) {
-		gw_ctx_slot_trim(c->ctx, group_peer(grp, -i), slot, 0);
-		gw_ctx_slot_trim(c->ctx, group_peer(grp, i), slot, 0);
-	}
+	gw_ctx_slot_trim(c->ctx, group_peer(g->grp, -d), slot, 0);
+	gw_ctx_slot_trim(c->ctx, group_peer(g->grp, d), slot, 0);
 	g->moves++;
 	return 0;
 }
 
 void coll_direct_begin(struct ring *g)
 {
-	uint64_t staged = (uint64_t)(g->grp->size - 1) * g->seg;
+	uint32_t units = (uint32_t)(g->grp->size - 1) * g->nseg;
+	uint64_t most = g->seg ? STAGED_MAX / g->seg : WINDOW;
 
-	g->rounds = staged * ROUNDS <= STAGED_MAX ? ROUNDS : 1;
+	g->rounds = most < WINDOW ? (most ? (uint32_t)most : 1) : WINDOW;
+	if (g->rounds > units)
+		g->rounds = units;
 	g->dposted = g->ddone = 0;
 }
 
 int coll_direct_step(struct gw_coll *c, struct ring *g)
 {
+	uint32_t units = (uint32_t)(g->grp->size - 1) * g->nseg;
 	int rc;
 
-	while (g->ddone < g->nseg) {
-		while (g->dposted < g->nseg && g->dposted - g->ddone < g->rounds) {
-			rc = post_round(c, g, g->dposted, bank(g, g->dposted));
+	while (g->ddone < units) {
+		while (g->dposted < units && g->dposted - g->ddone < g->rounds) {
+			rc = post_unit(c, g, g->dposted, bank(g, g->dposted));
 			g->dposted++;
 			if (rc)
 				return rc;
 		}
-		rc = finish_round(c, g, g->ddone, bank(g, g->ddone));
+		rc = finish_unit(c, g, g->ddone, bank(g, g->ddone));
 		if (rc)
 			return rc;
 		g->ddone++;

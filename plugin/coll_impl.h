@@ -139,7 +139,7 @@ struct ring {
 	int delta;			 /* 0: member i owns chunk i + 1 after the reduce-scatter
 					  * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
 	bool direct;			 /* the reduce-scatter runs in coll_direct.c's rounds: */
-	uint32_t rounds, dposted, ddone; /* in flight at most, posted, done */
+	uint32_t rounds, dposted, ddone; /* units in flight at most, posted, done */
 	uint64_t seg;			 /* values per segment */
 	uint32_t nseg, units, id;
 	uint32_t base;	      /* unit u's slot: slot_of(id, base + u) */
