@@ -19,6 +19,11 @@ args=(-np 2 --oversubscribe)
 # container may forbid process_vm_readv).
 unset RANK WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# In the sanitizer build, no leak check here: Open MPI leaks in MPI_Init
+# from components it unloads at MPI_Finalize, so LeakSanitizer sees them
+# as "<unknown module>" and no suppression can name them. gradwire's own
+# paths are leak-checked by the other perf tests.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 for codec in int8 none; do
 	if ! timeout 100 mpirun "${args[@]}" -x FI_TCP_IFACE=lo -x FI_NET_IFACE=lo \
 		-x GRADWIRE_IFACE=lo -x GRADWIRE_PROVIDER=net -x GRADWIRE_PROVIDER_LOCAL=net \
