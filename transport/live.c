@@ -286,7 +286,8 @@ bool tp_live_poll(struct gw_tp *tp)
 		if (tp->lost_first < 0)
 			tp->lost_first = p;
 		lost = true;
-		tp_log(tp, GW_LOG_ERROR,
+		/* While leaving (linger) a peer that left first is no error. */
+		tp_log(tp, tp->leave_by ? GW_LOG_INFO : GW_LOG_ERROR,
 		       "rank %d is gone (its connection closed: its process ended); every "
 		       "operation with it fails from now on",
 		       p);
