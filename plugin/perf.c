@@ -71,6 +71,7 @@ struct opts {
 	int timeout_s;
 	int hosts; /* local mode: emulate this many hosts (GRADWIRE_HOST_ID), or 0 */
 	bool check, json;
+	bool rs; /* --op reduce_scatter: time gw_coll_reduce_scatter() instead */
 };
 
 struct rank_info {
@@ -135,6 +136,7 @@ static void usage(FILE *f)
 		   "         [--segment BYTES]\n"
 		   "         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
 		   "         [--job ID] [--timeout-s S] [--hosts H]\n"
+		   "         [--op allreduce|reduce_scatter]\n"
 		   "  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
 		   "  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
 		   "  every process joins the job through a file store in --store DIR\n"
@@ -142,7 +144,9 @@ static void usage(FILE *f)
 		   "  the launcher, removed at the end), or under mpirun without --store\n"
 		   "  through MPI when built with it (meson -Dmpi=enabled).\n"
 		   "  --hosts H (local mode): the ranks emulate H hosts, rank r on host\n"
-		   "  r * H / n (GRADWIRE_HOST_ID), e.g. for the hierarchical allreduce.\n");
+		   "  r * H / n (GRADWIRE_HOST_ID), e.g. for the hierarchical allreduce.\n"
+		   "  --op reduce_scatter times the reduce-scatter (rank r keeps shard r;\n"
+		   "  rel_err is rank 0's shard's, and there are no replicas to compare).\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -247,8 +251,9 @@ static uint64_t hash_of(const void *p, size_t len)
 	return h;
 }
 
-/* Relative L2 error of y against the exact sum of every rank's data. */
-static double rel_err(const float *y, uint64_t n, int size)
+/* Relative L2 error of y[off..off + cnt) against the exact sum of every
+ * rank's data. */
+static double rel_err(const float *y, uint64_t n, int size, uint64_t off, uint64_t cnt)
 {
 	double *exact = calloc(n, sizeof(double)), e = 0, t = 0;
 	float *x = malloc(n * sizeof(float));
@@ -262,7 +267,7 @@ static double rel_err(const float *y, uint64_t n, int size)
 		for (uint64_t i = 0; i < n; i++)
 			exact[i] += x[i];
 	}
-	for (uint64_t i = 0; i < n; i++) {
+	for (uint64_t i = off; i < off + cnt; i++) {
 		double d = (double)y[i] - exact[i];
 
 		e += d * d;
@@ -336,6 +341,14 @@ static void sum_stats(struct gw_ctx *ctx, uint64_t *raw, uint64_t *wire)
 	}
 }
 
+/* The collective timed: the allreduce, or with --op reduce_scatter the
+ * reduce-scatter (rank r's shard: the allreduce's chunk r). */
+static int collective(struct gw_coll *c, const struct opts *o, float *buf, uint64_t n)
+{
+	return o->rs ? gw_coll_reduce_scatter(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY)
+		     : gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+}
+
 /* One size: returns 0, 1 when --check found the result wrong, or -errno. */
 static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, const char *algo,
 		    uint64_t bytes, float *x, float *buf, double *times, double *all_times,
@@ -357,21 +370,22 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	peak_reset();
 	for (int i = 0; i < o->warmup; i++) {
 		memcpy(buf, x, n * sizeof(float));
-		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+		rc = collective(c, o, buf, n);
 		if (rc)
 			return rc;
 	}
 	/* The checked call: from zero residuals, so it shows the codec alone. */
 	gw_ctx_residuals_reset(ctx);
 	memcpy(buf, x, n * sizeof(float));
-	rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+	rc = collective(c, o, buf, n);
 	if (rc)
 		return rc;
-	me.hash = hash_of(buf, n * sizeof(float));
+	/* A reduce-scatter leaves each rank its own shard: no replicas. */
+	me.hash = o->rs ? 0 : hash_of(buf, n * sizeof(float));
 	/* Peak memory: over the calls, not rank 0's reference sum below. */
 	me.extra = proc_status("VmHWM");
-	if (rank == 0)
-		err = rel_err(buf, n, size);
+	if (rank == 0) /* rank 0's shard: chunk 0, n / size values and one */
+		err = rel_err(buf, n, size, 0, o->rs ? n / size + (n % size != 0) : n);
 	peak_reset();
 	sum_stats(ctx, &raw0, &wire0);
 	for (int i = 0; i < o->iters; i++) {
@@ -381,7 +395,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 			return rc;
 		t = now_s();
 		cpu = cpu_s();
-		rc = gw_coll_allreduce(c, buf, n, GW_COLL_SUM, GW_CTX_LOSSY);
+		rc = collective(c, o, buf, n);
 		if (rc)
 			return rc;
 		times[i] = now_s() - t;
@@ -416,25 +430,28 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 			slope = all[r].slope;
 	}
 	overhead = bytes ? (double)extra / (double)bytes : 0;
-	raw = (uint64_t)o->iters * 2 * (uint64_t)(size - 1) * bytes;
+	/* What an exact ring sends (all ranks): 2 (size - 1) tensors for an
+	 * allreduce, size - 1 for a reduce-scatter. */
+	raw = (uint64_t)o->iters * (o->rs ? 1 : 2) * (uint64_t)(size - 1) * bytes;
 	/* The slowest rank's time, and the busiest rank's CPU. */
 	med = median_of_max(all_times, size, o->iters, 2 * (size_t)o->iters, 0, times);
 	med_cpu = median_of_max(all_times, size, o->iters, 2 * (size_t)o->iters, (size_t)o->iters,
 				times);
 	algbw = med > 0 ? (double)bytes / med / 1e9 : 0;
-	busbw = algbw * 2.0 * (size - 1) / size;
+	busbw = algbw * (o->rs ? 1.0 : 2.0) * (size - 1) / size;
 	bad = o->check && (!identical || !(err <= bound_of(codec)));
 	if (o->json) {
 		printf("{\"bytes\": %llu, \"time_us\": %.1f, \"cpu_us\": %.1f, "
 		       "\"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f, \"wire_ratio\": %.3f, "
-		       "\"rel_err\": %.3e, "
+		       "\"rel_err\": %.3e, \"wire_bytes_per_rank\": %.0f, "
 		       "\"identical\": %s, \"overhead_ratio\": %.3f, "
 		       "\"codec_state_bytes\": %llu, \"rss_slope_bytes_per_call\": %.1f, "
 		       "\"codec\": ",
 		       (unsigned long long)bytes, med * 1e6, med_cpu * 1e6, algbw, busbw,
-		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "true" : "false",
-		       overhead, (unsigned long long)state, slope);
+		       wire ? (double)raw / (double)wire : 1.0, err, (double)wire / size / o->iters,
+		       identical ? "true" : "false", overhead, (unsigned long long)state, slope);
 		json_str(codec);
+		printf(", \"op\": \"%s\"", o->rs ? "reduce_scatter" : "allreduce");
 		printf(", \"algo\": ");
 		json_str(algo);
 		printf(", \"ranks\": %d, \"overhead_ratio_ranks\": [", size);
@@ -616,11 +633,11 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir, 
 		links_of(ctx, links, sizeof(links));
 		if (!strcmp(links, "shm")) /* no network link */
 			iface = "unused (shm)";
-		printf("# gradwire-perf: %d rank%s on %d host%s, allreduce %s, codec %s, provider "
+		printf("# gradwire-perf: %d rank%s on %d host%s, %s %s, codec %s, provider "
 		       "%s, iface %s, min_compress %llu B, warmup %d, iters %d\n",
-		       size, size == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s", algo, codec,
-		       links, iface, (unsigned long long)cc.min_compress_bytes, o->warmup,
-		       o->iters);
+		       size, size == 1 ? "" : "s", nhosts, nhosts == 1 ? "" : "s",
+		       o->rs ? "reduce-scatter" : "allreduce", algo, codec, links, iface,
+		       (unsigned long long)cc.min_compress_bytes, o->warmup, o->iters);
 		printf("# %10s %11s %11s %10s %10s %10s %10s %9s %8s %9s  %s\n", "bytes", "time_us",
 		       "cpu_us", "algbw_GB/s", "busbw_GB/s", "wire_ratio", "rel_err", "identical",
 		       "overhead", "state_MiB", "codec");
@@ -819,6 +836,7 @@ int main(int argc, char **argv)
 		{ "hosts", required_argument, NULL, 'H' },
 		{ "check", no_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "op", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -890,6 +908,10 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			o.json = true;
+			break;
+		case 'O':
+			o.rs = !strcmp(optarg, "reduce_scatter");
+			bad |= !o.rs && strcmp(optarg, "allreduce");
 			break;
 		case 'h':
 			usage(stdout);
