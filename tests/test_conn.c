@@ -929,6 +929,9 @@ static void test_garbage_hello(void)
 
 /* ---- a peer killed mid-transfer --------------------------------------------- */
 
+/* A dead peer is known this soon (transport/live.c), whatever the timeout. */
+#define KILL_SEEN_MS 2000
+
 static int body_kill(int rank, int size, const char *dir, void *arg)
 {
 	const struct conn_arg *a = arg;
