@@ -31,13 +31,15 @@
 
 #include "device.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
-namespace {
+namespace
+{
 
 constexpr size_t kAddrBytes = ::gloo::transport::Address::kMaxByteSize;
 constexpr uint32_t kMagic = 0x4c475747; // "GWGL"
-constexpr uint32_t kVersion = 3; // 2: receive-ready notices (ready.cc); 3: live
+constexpr uint32_t kVersion = 3;	// 2: receive-ready notices (ready.cc); 3: live
 constexpr size_t kAddrHeader = 28;
 constexpr uint32_t kBoundPrefix = 15;
 
@@ -71,8 +73,7 @@ void log(int level, int rank, const std::string &msg)
 
 uint32_t mapSlot(uint64_t slot)
 {
-	uint64_t prefix = slot >> 56, tag = (slot >> 24) & 0xffffffffu,
-		 delta = slot & 0xffffffu;
+	uint64_t prefix = slot >> 56, tag = (slot >> 24) & 0xffffffffu, delta = slot & 0xffffffu;
 
 	if (prefix == 0) {
 		if (slot >= (UINT64_C(1) << 24))
@@ -99,8 +100,8 @@ uint32_t readySlot()
 	return kBoundPrefix << 24 | 0x800000u;
 }
 
-std::unique_ptr<Address> Address::make(int rank, int size, const void *name,
-				       size_t len, const std::vector<char> &live)
+std::unique_ptr<Address> Address::make(int rank, int size, const void *name, size_t len,
+				       const std::vector<char> &live)
 {
 	std::vector<char> b(kAddrBytes, 0);
 	uint64_t host = gwg_host_id();
@@ -122,17 +123,17 @@ std::unique_ptr<Address> Address::make(int rank, int size, const void *name,
 		new Address(std::move(b), "gradwire rank " + std::to_string(rank)));
 }
 
-void Address::parse(const std::vector<char> &b, int peer, int size,
-		    std::vector<char> *name, uint64_t *host, std::vector<char> *live)
+void Address::parse(const std::vector<char> &b, int peer, int size, std::vector<char> *name,
+		    uint64_t *host, std::vector<char> *live)
 {
 	int32_t r, n;
 	uint32_t len, llen = 0;
 
 	if (b.size() != kAddrBytes || getU32(b, 0) != kMagic)
-		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-			"gradwire: rank ", peer, " sent an address that is not a "
-			"GRADWIRE device's (does every rank set "
-			"GLOO_DEVICE_TRANSPORT=GRADWIRE?)");
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", peer,
+						       " sent an address that is not a "
+						       "GRADWIRE device's (does every rank set "
+						       "GLOO_DEVICE_TRANSPORT=GRADWIRE?)");
 	std::memcpy(&r, b.data() + 8, 4);
 	std::memcpy(&n, b.data() + 12, 4);
 	std::memcpy(host, b.data() + 16, 8);
@@ -140,15 +141,13 @@ void Address::parse(const std::vector<char> &b, int peer, int size,
 	if (len <= kAddrBytes - kAddrHeader - 4)
 		llen = getU32(b, kAddrHeader + len);
 	if (getU32(b, 4) != kVersion || r != peer || n != size ||
-	    len > kAddrBytes - kAddrHeader - 4 ||
-	    llen > kAddrBytes - kAddrHeader - 4 - len)
+	    len > kAddrBytes - kAddrHeader - 4 || llen > kAddrBytes - kAddrHeader - 4 - len)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: rank ", peer, "'s address is inconsistent (version ",
-			getU32(b, 4), ", rank ", r, ", size ", n, "; expected version ",
-			kVersion, ", rank ", peer, ", size ", size, ")");
+			getU32(b, 4), ", rank ", r, ", size ", n, "; expected version ", kVersion,
+			", rank ", peer, ", size ", size, ")");
 	name->assign(b.data() + kAddrHeader, b.data() + kAddrHeader + len);
-	live->assign(b.data() + kAddrHeader + len + 4,
-		     b.data() + kAddrHeader + len + 4 + llen);
+	live->assign(b.data() + kAddrHeader + len + 4, b.data() + kAddrHeader + len + 4 + llen);
 }
 
 } // namespace gradwire_gloo

@@ -11,14 +11,15 @@
 
 #include "gradwire/gloo.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
-namespace {
+namespace
+{
 
 // Gloo's interface and hostname are not used: GRADWIRE_PROVIDER and
 // GRADWIRE_IFACE choose the fabric (CreateDevice() logs that).
-std::shared_ptr<::gloo::transport::Device> makeDevice(const std::string &,
-						      const std::string &)
+std::shared_ptr<::gloo::transport::Device> makeDevice(const std::string &, const std::string &)
 {
 	return gradwire::gloo::CreateDevice();
 }
@@ -27,6 +28,7 @@ std::shared_ptr<::gloo::transport::Device> makeDevice(const std::string &,
 
 } // namespace gradwire_gloo
 
-namespace c10d {
+namespace c10d
+{
 C10_REGISTER_CREATOR(GlooDeviceRegistry, GRADWIRE, gradwire_gloo::makeDevice);
 } // namespace c10d

@@ -36,9 +36,11 @@
 
 #include "device.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
-namespace {
+namespace
+{
 
 // Where nbytes at offset of a buffer of size start (throws past its end).
 char *span(char *base, size_t size, size_t offset, size_t nbytes)
@@ -48,14 +50,14 @@ char *span(char *base, size_t size, size_t offset, size_t nbytes)
 	if (!nbytes)
 		return base;
 	if (offset > size || nbytes > size - offset)
-		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-			"gradwire: ", nbytes, " bytes at offset ", offset,
-			" exceed a buffer of ", size, " bytes");
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: ", nbytes, " bytes at offset ",
+						       offset, " exceed a buffer of ", size,
+						       " bytes");
 	return base + offset;
 }
 
-std::unique_ptr<Op> newOp(Waitable *w, bool send, int peer, uint64_t slot,
-			  uint32_t gslot, OpKind kind, char *ptr, size_t len)
+std::unique_ptr<Op> newOp(Waitable *w, bool send, int peer, uint64_t slot, uint32_t gslot,
+			  OpKind kind, char *ptr, size_t len)
 {
 	std::unique_ptr<Op> op(new Op());
 
@@ -75,23 +77,21 @@ std::unique_ptr<Op> newOp(Waitable *w, bool send, int peer, uint64_t slot,
 
 // ---- posting ------------------------------------------------------------------
 
-std::unique_ptr<Op> Context::makeOp(Waitable *w, char *base, size_t size, bool send,
-				    int peer, uint64_t slot, size_t offset,
-				    size_t nbytes)
+std::unique_ptr<Op> Context::makeOp(Waitable *w, char *base, size_t size, bool send, int peer,
+				    uint64_t slot, size_t offset, size_t nbytes)
 {
 	if (nbytes == ::gloo::transport::UnboundBuffer::kUnspecifiedByteCount) {
 		if (offset > size)
-			GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-				"gradwire: offset ", offset, " beyond a buffer of ",
-				size, " bytes");
+			GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: offset ", offset,
+							       " beyond a buffer of ", size,
+							       " bytes");
 		nbytes = size - offset;
 	}
 	char *ptr = span(base, size, offset, nbytes);
 	if (peer < 0 || peer >= this->size || peer == rank)
-		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-			"gradwire: rank ", rank, " cannot ",
-			send ? "send to" : "receive from", " rank ", peer, " (size ",
-			this->size, ")");
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank, " cannot ",
+						       send ? "send to" : "receive from", " rank ",
+						       peer, " (size ", this->size, ")");
 	return newOp(w, send, peer, slot, mapSlot(slot), OpKind::Plain, ptr, nbytes);
 }
 
@@ -130,8 +130,8 @@ void Context::enqueue(std::unique_ptr<Op> op)
 		start(q.front().get());
 }
 
-void Context::post(Waitable *w, char *base, size_t size, bool send, int peer,
-		   uint64_t slot, size_t offset, size_t nbytes)
+void Context::post(Waitable *w, char *base, size_t size, bool send, int peer, uint64_t slot,
+		   size_t offset, size_t nbytes)
 {
 	std::unique_ptr<Op> op = makeOp(w, base, size, send, peer, slot, offset, nbytes);
 	uint32_t gslot = op->gslot;
@@ -144,9 +144,8 @@ void Context::post(Waitable *w, char *base, size_t size, bool send, int peer,
 	}
 }
 
-void Context::postAny(Waitable *w, char *base, size_t size,
-		      const std::vector<int> &peers, uint64_t slot, size_t offset,
-		      size_t nbytes)
+void Context::postAny(Waitable *w, char *base, size_t size, const std::vector<int> &peers,
+		      uint64_t slot, size_t offset, size_t nbytes)
 {
 	// Each rank once, this one left out: torch 1.13's recvAnysource passes
 	// size zeros and then every rank, this one included.
@@ -154,19 +153,18 @@ void Context::postAny(Waitable *w, char *base, size_t size,
 
 	for (int p : peers) {
 		if (p < 0 || p >= this->size)
-			GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-				"gradwire: rank ", rank, " cannot receive from rank ",
-				p, " (size ", this->size, ")");
+			GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank,
+							       " cannot receive from rank ", p,
+							       " (size ", this->size, ")");
 		if (p != rank && std::find(from.begin(), from.end(), p) == from.end())
 			from.push_back(p);
 	}
 	if (from.empty())
-		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-			"gradwire: rank ", rank, ": a receive from none of the other ranks");
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank,
+						       ": a receive from none of the other ranks");
 	if (from.size() == 1)
 		return post(w, base, size, false, from[0], slot, offset, nbytes);
-	std::unique_ptr<Op> op = makeOp(w, base, size, false, from[0], slot, offset,
-					nbytes);
+	std::unique_ptr<Op> op = makeOp(w, base, size, false, from[0], slot, offset, nbytes);
 	op->any = from;
 	op->subs.resize(from.size(), op->req);
 	std::unique_lock<std::mutex> g = lockToPost(-1);
@@ -185,9 +183,8 @@ constexpr size_t kHead = sizeof(uint64_t);
 std::unique_ptr<Op> Context::boundRecv(BoundBuffer *b)
 {
 	// Its length: the most a message may hold.
-	std::unique_ptr<Op> op = newOp(&b->w, false, b->peer, (uint64_t)b->slot(),
-				       b->gslot, OpKind::BoundRecv, b->base(),
-				       kHead + b->size());
+	std::unique_ptr<Op> op = newOp(&b->w, false, b->peer, (uint64_t)b->slot(), b->gslot,
+				       OpKind::BoundRecv, b->base(), kHead + b->size());
 
 	op->bound = b;
 	return op;
@@ -199,21 +196,20 @@ void Context::bind(BoundBuffer *b)
 	std::unique_lock<std::mutex> g = lockToPost(b->peer);
 
 	if (bound_.count(key))
-		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
-			"gradwire: rank ", rank, " has a receive buffer for slot ",
-			b->slot(), " from rank ", b->peer, " already");
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank,
+						       " has a receive buffer for slot ", b->slot(),
+						       " from rank ", b->peer, " already");
 	bound_[key] = b;
 	enqueue(boundRecv(b));
 	owe(b->peer, b->gslot);
 	flushReady(b->peer);
 }
 
-void Context::sendBound(BoundBuffer *b, size_t offset, size_t length,
-			size_t roffset)
+void Context::sendBound(BoundBuffer *b, size_t offset, size_t length, size_t roffset)
 {
-	std::unique_ptr<Op> op = newOp(&b->w, true, b->peer, (uint64_t)b->slot(),
-				       b->gslot, OpKind::BoundSend,
-				       span(b->base(), b->size(), offset, length), length);
+	std::unique_ptr<Op> op =
+		newOp(&b->w, true, b->peer, (uint64_t)b->slot(), b->gslot, OpKind::BoundSend,
+		      span(b->base(), b->size(), offset, length), length);
 
 	op->roffset = roffset;
 	std::unique_lock<std::mutex> g = lockToPost(b->peer);
@@ -238,14 +234,12 @@ int Context::land(Op *op, std::deque<std::unique_ptr<Op>> &q)
 		std::memcpy(&roffset, bytes, kHead);
 	if (n < kHead || roffset > b->size() || n - kHead > b->size() - roffset) {
 		if (b->w.error.empty())
-			b->w.error = "gradwire: a message from rank " +
-				     std::to_string(b->peer) +
+			b->w.error = "gradwire: a message from rank " + std::to_string(b->peer) +
 				     " was refused: it does not fit receive buffer " +
 				     std::to_string(b->slot()) + " (" +
 				     std::to_string(n < kHead ? 0 : n - kHead) +
-				     " bytes at offset " +
-				     std::to_string(n < kHead ? 0 : roffset) + ", buffer of " +
-				     std::to_string(b->size()) + " bytes)";
+				     " bytes at offset " + std::to_string(n < kHead ? 0 : roffset) +
+				     ", buffer of " + std::to_string(b->size()) + " bytes)";
 		return -EPROTO;
 	}
 	op->len = n - kHead;
@@ -277,8 +271,7 @@ void Context::unbind(BoundBuffer *b)
 			if (op->posted) {
 				if (gw_)
 					gwg_withdraw(gw_, reqOf(op->req));
-				inflight_.erase(std::find(inflight_.begin(),
-							  inflight_.end(), op));
+				inflight_.erase(std::find(inflight_.begin(), inflight_.end(), op));
 			}
 			i = q.erase(i);
 		}
@@ -311,8 +304,8 @@ bool Context::arm(Op *op)
 	}
 	op->armed = true;
 	for (size_t i = 0; i < op->any.size(); i++) {
-		int rc = gwg_irecv(gw_, op->any[i], op->gslot, op->ptr, op->len,
-				   reqOf(op->subs[i]));
+		int rc =
+			gwg_irecv(gw_, op->any[i], op->gslot, op->ptr, op->len, reqOf(op->subs[i]));
 
 		if (rc) {
 			for (size_t j = 0; j < i; j++)
@@ -378,9 +371,8 @@ bool Context::progressAny()
 void Context::start(Op *op)
 {
 	struct gwg_req *r = reqOf(op->req);
-	int rc = op->kind == OpKind::BoundSend
-			 ? gwg_isend2(gw_, op->peer, op->gslot, &op->roffset, kHead,
-				      op->ptr, op->len, r)
+	int rc = op->kind == OpKind::BoundSend ? gwg_isend2(gw_, op->peer, op->gslot, &op->roffset,
+							    kHead, op->ptr, op->len, r)
 		 : op->kind == OpKind::BoundRecv
 			 ? gwg_irecv_frame(gw_, op->peer, op->gslot, op->len, r)
 		 : op->send ? gwg_isend(gw_, op->peer, op->gslot, op->ptr, op->len, r)
@@ -444,22 +436,22 @@ void Context::notify(Op *op, int peer, int rc)
 		return;
 	char slot[32];
 	std::string from = op->any.empty() ? "rank " + std::to_string(op->peer)
-					   : "any of " + std::to_string(op->any.size()) +
-						     " ranks";
+					   : "any of " + std::to_string(op->any.size()) + " ranks";
 
 	snprintf(slot, sizeof(slot), "0x%llx", (unsigned long long)op->slot);
 	if (op->kind == OpKind::BoundRecv && op->bound) {
 		w->error = "gradwire: a message from rank " + std::to_string(op->peer) +
 			   " into receive buffer " + slot + " (" +
-			   std::to_string(op->bound->size()) + " bytes) was refused: " +
-			   errText(rc) + (rc == -EPROTO ? " (it does not fit, or failed "
-							  "gradwire's checks)" : "");
+			   std::to_string(op->bound->size()) +
+			   " bytes) was refused: " + errText(rc) +
+			   (rc == -EPROTO ? " (it does not fit, or failed "
+					    "gradwire's checks)"
+					  : "");
 		return;
 	}
-	w->error = std::string("gradwire: ") + (op->send ? "send to " : "receive from ") +
-		   from + " (Gloo " + (op->kind == OpKind::Plain ? "" : "bound ") +
-		   "slot " + slot + ", " + std::to_string(op->len) +
-		   " bytes) failed: " + errText(rc);
+	w->error = std::string("gradwire: ") + (op->send ? "send to " : "receive from ") + from +
+		   " (Gloo " + (op->kind == OpKind::Plain ? "" : "bound ") + "slot " + slot + ", " +
+		   std::to_string(op->len) + " bytes) failed: " + errText(rc);
 }
 
 // A drained slot gives its frame buffers to the context's pool: every
@@ -576,12 +568,13 @@ bool Context::wait(Waitable &w, bool send, int *peer, milliseconds timeout)
 		}
 		// Gloo's own words first ("Timed out"), as its tcp device says.
 		if (Clock::now() >= deadline)
-			GLOO_THROW_IO_EXCEPTION(
-				"Timed out after ", timeout.count(), " ms waiting for a ",
-				send ? "send to " : "receive from ", pendingPeers(&w, send),
-				" on rank ", rank, " (gradwire device; a peer that is only "
-				"slow needs a longer timeout: the context's, or "
-				"init_process_group(timeout=...) in torch)");
+			GLOO_THROW_IO_EXCEPTION("Timed out after ", timeout.count(),
+						" ms waiting for a ",
+						send ? "send to " : "receive from ",
+						pendingPeers(&w, send), " on rank ", rank,
+						" (gradwire device; a peer that is only "
+						"slow needs a longer timeout: the context's, or "
+						"init_process_group(timeout=...) in torch)");
 		progress(lk);
 	}
 }

@@ -7,21 +7,23 @@
 #include "gradwire/gloo.h"
 #include "device.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
-namespace {
+namespace
+{
 
-class Device : public ::gloo::transport::Device {
-public:
+class Device : public ::gloo::transport::Device
+{
+      public:
 	std::string str() const override { return "gradwire"; }
 	const std::string &getPCIBusID() const override { return bus_; }
-	std::shared_ptr<::gloo::transport::Context> createContext(int rank,
-								  int size) override
+	std::shared_ptr<::gloo::transport::Context> createContext(int rank, int size) override
 	{
 		return std::make_shared<Context>(rank, size);
 	}
 
-private:
+      private:
 	std::string bus_;
 };
 
@@ -29,8 +31,10 @@ private:
 
 } // namespace gradwire_gloo
 
-namespace gradwire {
-namespace gloo {
+namespace gradwire
+{
+namespace gloo
+{
 
 std::shared_ptr<::gloo::transport::Device> CreateDevice(const attr &)
 {
@@ -58,8 +62,7 @@ extern "C" __attribute__((visibility("default"))) int gradwire_gloo_contexts(voi
 	return gradwire_gloo::g_contexts.load();
 }
 
-extern "C" __attribute__((visibility("default"))) unsigned long long
-gradwire_gloo_bytes(void)
+extern "C" __attribute__((visibility("default"))) unsigned long long gradwire_gloo_bytes(void)
 {
 	return gradwire_gloo::g_bytes.load();
 }

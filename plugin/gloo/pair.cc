@@ -18,7 +18,8 @@
  */
 #include "device.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
 const ::gloo::transport::Address &Pair::address() const
 {
@@ -35,36 +36,32 @@ void Pair::close()
 	ctx_->closePeer(peer_);
 }
 
-std::unique_ptr<::gloo::transport::Buffer> Pair::createSendBuffer(int slot, void *ptr,
-								  size_t size)
+std::unique_ptr<::gloo::transport::Buffer> Pair::createSendBuffer(int slot, void *ptr, size_t size)
 {
-	return std::unique_ptr<::gloo::transport::Buffer>(new BoundBuffer(
-		ctx_->shared_from_this(), peer_, true, slot, ptr, size));
+	return std::unique_ptr<::gloo::transport::Buffer>(
+		new BoundBuffer(ctx_->shared_from_this(), peer_, true, slot, ptr, size));
 }
 
-std::unique_ptr<::gloo::transport::Buffer> Pair::createRecvBuffer(int slot, void *ptr,
-								  size_t size)
+std::unique_ptr<::gloo::transport::Buffer> Pair::createRecvBuffer(int slot, void *ptr, size_t size)
 {
-	return std::unique_ptr<::gloo::transport::Buffer>(new BoundBuffer(
-		ctx_->shared_from_this(), peer_, false, slot, ptr, size));
+	return std::unique_ptr<::gloo::transport::Buffer>(
+		new BoundBuffer(ctx_->shared_from_this(), peer_, false, slot, ptr, size));
 }
 
-void Pair::send(::gloo::transport::UnboundBuffer *buf, uint64_t slot, size_t offset,
-		size_t nbytes)
+void Pair::send(::gloo::transport::UnboundBuffer *buf, uint64_t slot, size_t offset, size_t nbytes)
 {
 	buf->send(peer_, slot, offset, nbytes);
 }
 
-void Pair::recv(::gloo::transport::UnboundBuffer *buf, uint64_t slot, size_t offset,
-		size_t nbytes)
+void Pair::recv(::gloo::transport::UnboundBuffer *buf, uint64_t slot, size_t offset, size_t nbytes)
 {
 	buf->recv(peer_, slot, offset, nbytes);
 }
 
-BoundBuffer::BoundBuffer(std::shared_ptr<Context> ctx, int peer, bool send, int slot,
-			 void *ptr, size_t size)
-    : ::gloo::transport::Buffer(slot, ptr, size), peer(peer), sender(send),
-      gslot(boundSlot(slot)), ctx_(std::move(ctx))
+BoundBuffer::BoundBuffer(std::shared_ptr<Context> ctx, int peer, bool send, int slot, void *ptr,
+			 size_t size)
+    : ::gloo::transport::Buffer(slot, ptr, size), peer(peer), sender(send), gslot(boundSlot(slot)),
+      ctx_(std::move(ctx))
 {
 	if (!sender)
 		ctx_->bind(this);

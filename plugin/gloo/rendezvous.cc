@@ -17,7 +17,8 @@
 
 #include "device.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
 int Context::storeSet(void *arg, const char *key, const void *val, size_t len)
 {
@@ -37,8 +38,7 @@ int Context::storeSet(void *arg, const char *key, const void *val, size_t len)
 	return 0;
 }
 
-ssize_t Context::storeGet(void *arg, const char *key, void *buf, size_t cap,
-			  int timeout_ms)
+ssize_t Context::storeGet(void *arg, const char *key, void *buf, size_t cap, int timeout_ms)
 {
 	auto *c = static_cast<Context *>(arg);
 	std::unique_lock<std::mutex> lk(c->rmu_);
@@ -61,8 +61,7 @@ void Context::open()
 	char err[sizeof(err_)] = "";
 	// Gloo's timeout (the context's, set by the rendezvous before the
 	// first pair) bounds the handshake and a post; waits take their own.
-	int rc = gwg_create(rank, size, (int)getTimeout().count(), &store_, &gw, err,
-			    sizeof(err));
+	int rc = gwg_create(rank, size, (int)getTimeout().count(), &store_, &gw, err, sizeof(err));
 	std::lock_guard<std::mutex> g(rmu_);
 
 	rc_ = rc;
@@ -122,8 +121,7 @@ void Context::connectPeer(int peer, const std::vector<char> &b)
 	thread_.join();
 	if (rc_)
 		GLOO_THROW_IO_EXCEPTION("gradwire: rank ", rank, " of ", size,
-					" could not connect: ", err_, " (",
-					errText(rc_), ")");
+					" could not connect: ", err_, " (", errText(rc_), ")");
 	provider_ = gwg_provider(gw_);
 	{
 		std::lock_guard<std::mutex> g(mu);
@@ -132,8 +130,8 @@ void Context::connectPeer(int peer, const std::vector<char> &b)
 	}
 	g_contexts++;
 	log(LOG_INFO, rank,
-	    "Gloo device GRADWIRE: rank " + std::to_string(rank) + " of " +
-		    std::to_string(size) + " connected over " + provider_);
+	    "Gloo device GRADWIRE: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+		    " connected over " + provider_);
 }
 
 Context::~Context()

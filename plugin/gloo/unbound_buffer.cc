@@ -6,7 +6,8 @@
  */
 #include "device.h"
 
-namespace gradwire_gloo {
+namespace gradwire_gloo
+{
 
 UnboundBuffer::~UnboundBuffer()
 {
@@ -45,8 +46,7 @@ void UnboundBuffer::recv(int srcRank, uint64_t slot, size_t offset, size_t nbyte
 	ctx_->post(&w, (char *)ptr, size, false, srcRank, slot, offset, nbytes);
 }
 
-void UnboundBuffer::recv(std::vector<int> srcRanks, uint64_t slot, size_t offset,
-			 size_t nbytes)
+void UnboundBuffer::recv(std::vector<int> srcRanks, uint64_t slot, size_t offset, size_t nbytes)
 {
 	if (srcRanks.size() == 1)
 		return recv(srcRanks[0], slot, offset, nbytes);

@@ -73,7 +73,8 @@
 #include "gatherv.h"
 #include "gradwire/gloo.h"
 
-namespace {
+namespace
+{
 
 using Ctx = std::shared_ptr<gloo::rendezvous::Context>;
 using Results = std::map<std::string, std::vector<float>>;
@@ -156,7 +157,7 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 			bool any = false;
 			for (size_t i = 0, j; (j = l.find(',', i + 1)) != std::string::npos; i = j)
 				any = any || (j > i + 1 && name.find(l.substr(i + 1, j - i - 1)) !=
-								  std::string::npos);
+								   std::string::npos);
 			if (!any)
 				return;
 		}
@@ -164,7 +165,8 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 			std::fprintf(stderr, "%ld rank %d: %s\n",
 				     (long)std::chrono::duration_cast<milliseconds>(
 					     std::chrono::steady_clock::now().time_since_epoch())
-					     .count() % 100000,
+						     .count() %
+					     100000,
 				     rank, name.c_str());
 		if (broken)
 			return;
@@ -179,15 +181,15 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 		} catch (const std::exception &e) {
 			std::string m = std::string("threw: ") + e.what();
 			if (getenv("GW_ALGOS_TRACE"))
-				std::fprintf(stderr, "rank %d: %s %s\n", rank, name.c_str(), m.c_str());
+				std::fprintf(stderr, "rank %d: %s %s\n", rank, name.c_str(),
+					     m.c_str());
 			out[name] = std::vector<float>(m.begin(), m.end());
 		}
 	};
 
 	// An allreduce's result must be the sum (to rounding: Gloo sums in
 	// another order than sumOf()); checked on the first elements.
-	auto summed = [&](const std::string &name, const std::vector<float> &v,
-			  unsigned s) {
+	auto summed = [&](const std::string &name, const std::vector<float> &v, unsigned s) {
 		auto want = sumOf(size, std::min<size_t>(v.size(), 64), s);
 		bool ok = true;
 
@@ -372,7 +374,8 @@ Results battery(const std::shared_ptr<gloo::Context> &ctx)
 		};
 		record("new_allgatherv" + n, [&] {
 			gloo::AllgathervOptions opts(ctx);
-			return vgather(opts, [](gloo::AllgathervOptions &o) { gloo::allgatherv(o); });
+			return vgather(opts,
+				       [](gloo::AllgathervOptions &o) { gloo::allgatherv(o); });
 		});
 		record("new_gatherv" + n, [&] {
 			gloo::GathervOptions opts(ctx);
@@ -465,8 +468,9 @@ void save(const Results &res, const std::string &path)
 	for (auto &kv : res) {
 		uint64_t nl = kv.first.size(), nv = kv.second.size();
 		f.write((const char *)&nl, 8).write(kv.first.data(), (std::streamsize)nl);
-		f.write((const char *)&nv, 8).write((const char *)kv.second.data(),
-						    (std::streamsize)(nv * sizeof(float)));
+		f.write((const char *)&nv, 8)
+			.write((const char *)kv.second.data(),
+			       (std::streamsize)(nv * sizeof(float)));
 	}
 }
 
@@ -507,8 +511,8 @@ std::vector<Results> processes(int size, bool gw)
 		pid_t pid = fork();
 		if (pid == 0) {
 			std::string rs = std::to_string(r), ns = std::to_string(size);
-			execl(g_self.c_str(), g_self.c_str(), "--child", rs.c_str(),
-			      ns.c_str(), gw ? "gw" : "tcp", dir.c_str(), (char *)nullptr);
+			execl(g_self.c_str(), g_self.c_str(), "--child", rs.c_str(), ns.c_str(),
+			      gw ? "gw" : "tcp", dir.c_str(), (char *)nullptr);
 			_exit(127);
 		}
 		pids.push_back(pid);
@@ -530,8 +534,7 @@ int child(int rank, int size, bool gw, const std::string &dir)
 {
 	try {
 		gloo::rendezvous::FileStore store(dir);
-		save(battery(connect(rank, size, gw, store)),
-		     dir + "/out." + std::to_string(rank));
+		save(battery(connect(rank, size, gw, store)), dir + "/out." + std::to_string(rank));
 		return 0;
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
@@ -562,10 +565,11 @@ void compare(const std::vector<Results> &gw, const std::vector<Results> &tcp, in
 			const auto &gv = g0 != gw[r].end() ? g0->second : none;
 			const auto &tv = t0 != tcp[r].end() ? t0->second : none;
 			std::string t(tv.begin(), tv.end()), g(gv.begin(), gv.end());
-			EXPECT_EQ(n.second, 3) << name << " on rank " << r << " ran under "
-					       << (n.second == 1 ? "tcp only" : "gradwire only")
-					       << ": " << g;
-			EXPECT_NE(g.rfind("failed: ", 0), 0u) << name << " on rank " << r << ": " << g;
+			EXPECT_EQ(n.second, 3)
+				<< name << " on rank " << r << " ran under "
+				<< (n.second == 1 ? "tcp only" : "gradwire only") << ": " << g;
+			EXPECT_NE(g.rfind("failed: ", 0), 0u)
+				<< name << " on rank " << r << ": " << g;
 			EXPECT_NE(t.rfind("failed: ", 0), 0u)
 				<< name << " on rank " << r << " (tcp): " << t;
 			bool tcpThrew = t.rfind("threw: ", 0) == 0 && tv.size() > 7,
@@ -579,8 +583,8 @@ void compare(const std::vector<Results> &gw, const std::vector<Results> &tcp, in
 				continue;
 			}
 			if (gv.size() == tv.size() &&
-			    (gv.empty() || std::memcmp(gv.data(), tv.data(),
-						       gv.size() * sizeof(float)) == 0))
+			    (gv.empty() ||
+			     std::memcmp(gv.data(), tv.data(), gv.size() * sizeof(float)) == 0))
 				same++;
 			else
 				ADD_FAILURE() << name << " on rank " << r
@@ -601,7 +605,9 @@ void compare(const std::vector<Results> &gw, const std::vector<Results> &tcp, in
 		    size, same, sums, threw, gloos);
 }
 
-class Ranks : public ::testing::TestWithParam<int> {};
+class Ranks : public ::testing::TestWithParam<int>
+{
+};
 
 TEST_P(Ranks, Threads)
 {
@@ -631,40 +637,42 @@ void pair(const std::function<void(const Ctx &, int)> &fn, milliseconds timeout)
 
 TEST(Failures, TimeoutSaysTimedOut)
 {
-	pair([](const Ctx &ctx, int rank) {
-		float x = 0;
-		auto ub = ctx->createUnboundBuffer(&x, sizeof(x));
-		auto recv = ctx->getPair(1 - rank)->createRecvBuffer(40, &x, sizeof(x));
-		std::string msg;
+	pair(
+		[](const Ctx &ctx, int rank) {
+			float x = 0;
+			auto ub = ctx->createUnboundBuffer(&x, sizeof(x));
+			auto recv = ctx->getPair(1 - rank)->createRecvBuffer(40, &x, sizeof(x));
+			std::string msg;
 
-		if (rank == 0) {
-			ub->recv(1, 7);
-			auto t0 = std::chrono::steady_clock::now();
-			try {
-				ub->waitRecv(milliseconds(300));
-			} catch (const gloo::IoException &e) {
-				msg = e.what();
+			if (rank == 0) {
+				ub->recv(1, 7);
+				auto t0 = std::chrono::steady_clock::now();
+				try {
+					ub->waitRecv(milliseconds(300));
+				} catch (const gloo::IoException &e) {
+					msg = e.what();
+				}
+				auto ms = std::chrono::duration_cast<milliseconds>(
+						  std::chrono::steady_clock::now() - t0)
+						  .count();
+				EXPECT_NE(msg.find("Timed out"), std::string::npos) << msg;
+				EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+				EXPECT_GE(ms, 250);
+				EXPECT_LT(ms, 5000);
+				msg.clear();
+				try { // a bound buffer's wait uses the context's timeout
+					recv->waitRecv();
+				} catch (const gloo::IoException &e) {
+					msg = e.what();
+				}
+				EXPECT_NE(msg.find("Timed out"), std::string::npos) << msg;
+			} else {
+				std::this_thread::sleep_for(milliseconds(1500));
 			}
-			auto ms = std::chrono::duration_cast<milliseconds>(
-					  std::chrono::steady_clock::now() - t0)
-					  .count();
-			EXPECT_NE(msg.find("Timed out"), std::string::npos) << msg;
-			EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
-			EXPECT_GE(ms, 250);
-			EXPECT_LT(ms, 5000);
-			msg.clear();
-			try { // a bound buffer's wait uses the context's timeout
-				recv->waitRecv();
-			} catch (const gloo::IoException &e) {
-				msg = e.what();
-			}
-			EXPECT_NE(msg.find("Timed out"), std::string::npos) << msg;
-		} else {
-			std::this_thread::sleep_for(milliseconds(1500));
-		}
-		// Both ranks still work after it.
-		gloo::BarrierAllToAll(ctx).run();
-	}, milliseconds(1000));
+			// Both ranks still work after it.
+			gloo::BarrierAllToAll(ctx).run();
+		},
+		milliseconds(1000));
 }
 
 // A send completes only once its receiver has posted the receive, as on
@@ -690,8 +698,7 @@ std::string timedOut(const std::function<void()> &fn)
 // fn0 on rank 0; rank 1 runs fn1, then waits until rank 0 is done. The
 // contexts' timeout is timeout.
 void twoRanks(bool gw, const std::function<void(const Ctx &)> &fn0,
-	      const std::function<void(const Ctx &)> &fn1,
-	      milliseconds timeout = milliseconds(400))
+	      const std::function<void(const Ctx &)> &fn1, milliseconds timeout = milliseconds(400))
 {
 	std::atomic<bool> done{ false };
 
@@ -719,85 +726,90 @@ void sendWaitsForItsReceiver(bool gw)
 	using Clock = std::chrono::steady_clock;
 	std::atomic<Clock::rep> posted{ 0 };
 	for (size_t n : { (size_t)4, (size_t)4096 })
-		twoRanks(gw,
-			 [&](const Ctx &ctx) {
-				 std::vector<float> x(n, 1.0f);
-				 auto ub = ctx->createUnboundBuffer(x.data(), n * 4);
-				 ub->send(1, 21);
-				 ub->waitSend(milliseconds(5000));
-				 auto done = Clock::now().time_since_epoch().count();
-				 EXPECT_NE(posted.load(), 0) << "a send of " << n * 4 << " bytes "
-							     << "completed before its receive was posted";
-				 EXPECT_GE(done, posted.load());
-				 posted = 0;
-			 },
-			 [&](const Ctx &ctx) {
-				 std::vector<float> y(n, 0.0f);
-				 std::this_thread::sleep_for(milliseconds(500));
-				 auto ub = ctx->createUnboundBuffer(y.data(), n * 4);
-				 posted = Clock::now().time_since_epoch().count();
-				 ub->recv(0, 21);
-				 ub->waitRecv();
-				 EXPECT_EQ(y, std::vector<float>(n, 1.0f));
-			 });
+		twoRanks(
+			gw,
+			[&](const Ctx &ctx) {
+				std::vector<float> x(n, 1.0f);
+				auto ub = ctx->createUnboundBuffer(x.data(), n * 4);
+				ub->send(1, 21);
+				ub->waitSend(milliseconds(5000));
+				auto done = Clock::now().time_since_epoch().count();
+				EXPECT_NE(posted.load(), 0)
+					<< "a send of " << n * 4 << " bytes "
+					<< "completed before its receive was posted";
+				EXPECT_GE(done, posted.load());
+				posted = 0;
+			},
+			[&](const Ctx &ctx) {
+				std::vector<float> y(n, 0.0f);
+				std::this_thread::sleep_for(milliseconds(500));
+				auto ub = ctx->createUnboundBuffer(y.data(), n * 4);
+				posted = Clock::now().time_since_epoch().count();
+				ub->recv(0, 21);
+				ub->waitRecv();
+				EXPECT_EQ(y, std::vector<float>(n, 1.0f));
+			});
 	// Never received.
 	auto nothing = [](const Ctx &) {};
-	twoRanks(gw,
-		 [&](const Ctx &ctx) {
-			 std::string msg = timedOut([&] {
-				 gloo::BroadcastOptions opts(ctx);
-				 opts.setOutput(v.data(), v.size());
-				 opts.setRoot(0);
-				 opts.setTimeout(milliseconds(300));
-				 gloo::broadcast(opts);
-			 });
-			 EXPECT_NE(msg.find("Timed out"), std::string::npos) << "broadcast: " << msg;
-		 },
-		 nothing);
-	twoRanks(gw,
-		 [&](const Ctx &ctx) {
-			 std::string msg = timedOut([&] {
-				 std::vector<float *> in = { v.data(), w.data() };
-				 std::vector<float> o(4);
-				 gloo::ScatterOptions opts(ctx);
-				 opts.setInputs(in, 4);
-				 opts.setOutput(o.data(), 4);
-				 opts.setRoot(0);
-				 opts.setTimeout(milliseconds(300));
-				 gloo::scatter(opts);
-			 });
-			 EXPECT_NE(msg.find("Timed out"), std::string::npos) << "scatter: " << msg;
-			 if (gw) {
-				 EXPECT_NE(msg.find("send to rank 1"), std::string::npos) << msg;
-			 }
-		 },
-		 nothing);
+	twoRanks(
+		gw,
+		[&](const Ctx &ctx) {
+			std::string msg = timedOut([&] {
+				gloo::BroadcastOptions opts(ctx);
+				opts.setOutput(v.data(), v.size());
+				opts.setRoot(0);
+				opts.setTimeout(milliseconds(300));
+				gloo::broadcast(opts);
+			});
+			EXPECT_NE(msg.find("Timed out"), std::string::npos) << "broadcast: " << msg;
+		},
+		nothing);
+	twoRanks(
+		gw,
+		[&](const Ctx &ctx) {
+			std::string msg = timedOut([&] {
+				std::vector<float *> in = { v.data(), w.data() };
+				std::vector<float> o(4);
+				gloo::ScatterOptions opts(ctx);
+				opts.setInputs(in, 4);
+				opts.setOutput(o.data(), 4);
+				opts.setRoot(0);
+				opts.setTimeout(milliseconds(300));
+				gloo::scatter(opts);
+			});
+			EXPECT_NE(msg.find("Timed out"), std::string::npos) << "scatter: " << msg;
+			if (gw) {
+				EXPECT_NE(msg.find("send to rank 1"), std::string::npos) << msg;
+			}
+		},
+		nothing);
 	if (!gw)
 		return;
 	// Bound buffers too (Gloo's tcp device completes those once written to
 	// its socket): a receive buffer created late, then none at all.
-	twoRanks(gw,
-		 [&](const Ctx &ctx) {
-			 auto sb = ctx->getPair(1)->createSendBuffer(70, v.data(), v.size() * 4);
-			 sb->send();
-			 sb->waitSend();
-			 auto done = Clock::now().time_since_epoch().count();
-			 EXPECT_NE(posted.load(), 0) << "a bound send completed before the "
-							"peer's receive buffer existed";
-			 EXPECT_GE(done, posted.load());
-			 auto sb2 = ctx->getPair(1)->createSendBuffer(71, v.data(), v.size() * 4);
-			 sb2->send();
-			 std::string msg = timedOut([&] { sb2->waitSend(); });
-			 EXPECT_NE(msg.find("Timed out"), std::string::npos) << "bound: " << msg;
-		 },
-		 [&](const Ctx &ctx) {
-			 std::this_thread::sleep_for(milliseconds(300));
-			 posted = Clock::now().time_since_epoch().count();
-			 auto rb = ctx->getPair(0)->createRecvBuffer(70, w.data(), w.size() * 4);
-			 rb->waitRecv();
-			 EXPECT_EQ(w, v);
-		 },
-		 milliseconds(2000)); // the late buffer well within it, under ASan too
+	twoRanks(
+		gw,
+		[&](const Ctx &ctx) {
+			auto sb = ctx->getPair(1)->createSendBuffer(70, v.data(), v.size() * 4);
+			sb->send();
+			sb->waitSend();
+			auto done = Clock::now().time_since_epoch().count();
+			EXPECT_NE(posted.load(), 0) << "a bound send completed before the "
+						       "peer's receive buffer existed";
+			EXPECT_GE(done, posted.load());
+			auto sb2 = ctx->getPair(1)->createSendBuffer(71, v.data(), v.size() * 4);
+			sb2->send();
+			std::string msg = timedOut([&] { sb2->waitSend(); });
+			EXPECT_NE(msg.find("Timed out"), std::string::npos) << "bound: " << msg;
+		},
+		[&](const Ctx &ctx) {
+			std::this_thread::sleep_for(milliseconds(300));
+			posted = Clock::now().time_since_epoch().count();
+			auto rb = ctx->getPair(0)->createRecvBuffer(70, w.data(), w.size() * 4);
+			rb->waitRecv();
+			EXPECT_EQ(w, v);
+		},
+		milliseconds(2000)); // the late buffer well within it, under ASan too
 }
 
 TEST(Failures, SendWaitsForItsReceiver)
@@ -849,32 +861,35 @@ TEST(Failures, CloseEndsAPendingWait)
 	// Rank 1 stays until rank 0 is done: its leaving would otherwise race
 	// the close and fail the wait as a lost connection (seen over
 	// tcp;ofi_rxm).
-	twoRanks(true, [](const Ctx &ctx) {
-		float x = 0;
-		std::string msg;
-		auto ub = ctx->createUnboundBuffer(&x, sizeof(x));
+	twoRanks(
+		true,
+		[](const Ctx &ctx) {
+			float x = 0;
+			std::string msg;
+			auto ub = ctx->createUnboundBuffer(&x, sizeof(x));
 
-		gloo::BarrierAllToAll(ctx).run();
-		ub->recv(1, 9);
-		std::thread closer([&] {
-			std::this_thread::sleep_for(milliseconds(200));
-			ctx->closeConnections();
-		});
-		try {
-			ub->waitRecv();
-		} catch (const gloo::IoException &e) {
-			msg = e.what();
-		}
-		closer.join();
-		EXPECT_NE(msg.find("closed"), std::string::npos) << msg;
-		msg.clear();
-		try {
-			ub->send(1, 10);
-		} catch (const gloo::IoException &e) {
-			msg = e.what();
-		}
-		EXPECT_NE(msg.find("closed"), std::string::npos) << msg;
-	}, [](const Ctx &ctx) { gloo::BarrierAllToAll(ctx).run(); }, milliseconds(10000));
+			gloo::BarrierAllToAll(ctx).run();
+			ub->recv(1, 9);
+			std::thread closer([&] {
+				std::this_thread::sleep_for(milliseconds(200));
+				ctx->closeConnections();
+			});
+			try {
+				ub->waitRecv();
+			} catch (const gloo::IoException &e) {
+				msg = e.what();
+			}
+			closer.join();
+			EXPECT_NE(msg.find("closed"), std::string::npos) << msg;
+			msg.clear();
+			try {
+				ub->send(1, 10);
+			} catch (const gloo::IoException &e) {
+				msg = e.what();
+			}
+			EXPECT_NE(msg.find("closed"), std::string::npos) << msg;
+		},
+		[](const Ctx &ctx) { gloo::BarrierAllToAll(ctx).run(); }, milliseconds(10000));
 }
 
 // Buffers destroyed with receives posted, then the context: no crash, no
@@ -884,92 +899,98 @@ TEST(Failures, CloseEndsAPendingWait)
 // completes over ofi_rxm, whose large sends wait for the receiver.)
 TEST(Failures, TeardownWithReceivesPending)
 {
-	pair([](const Ctx &ctx, int rank) {
-		std::vector<float> v(16, 1.0f);
-		auto &p = ctx->getPair(1 - rank);
+	pair(
+		[](const Ctx &ctx, int rank) {
+			std::vector<float> v(16, 1.0f);
+			auto &p = ctx->getPair(1 - rank);
 
-		if (rank == 0) {
-			auto ub = ctx->createUnboundBuffer(v.data(), v.size() * 4);
-			auto rb = p->createRecvBuffer(60, v.data(), v.size() * 4);
-			ub->recv(1, 13);
+			if (rank == 0) {
+				auto ub = ctx->createUnboundBuffer(v.data(), v.size() * 4);
+				auto rb = p->createRecvBuffer(60, v.data(), v.size() * 4);
+				ub->recv(1, 13);
+				gloo::BarrierAllToAll(ctx).run();
+				ub.reset(); // its receive still posted
+				rb.reset(); // its next receive still posted
+			} else {
+				gloo::BarrierAllToAll(ctx).run();
+			}
 			gloo::BarrierAllToAll(ctx).run();
-			ub.reset(); // its receive still posted
-			rb.reset(); // its next receive still posted
-		} else {
+			if (rank == 1) { // into buffers that are gone now
+				std::fill(v.begin(), v.end(), 7.0f);
+				auto ub = ctx->createUnboundBuffer(v.data(), v.size() * 4);
+				auto sb = p->createSendBuffer(60, v.data(), v.size() * 4);
+				ub->send(0, 13);
+				sb->send();
+				ub->waitSend();
+				sb->waitSend();
+			}
 			gloo::BarrierAllToAll(ctx).run();
-		}
-		gloo::BarrierAllToAll(ctx).run();
-		if (rank == 1) { // into buffers that are gone now
-			std::fill(v.begin(), v.end(), 7.0f);
-			auto ub = ctx->createUnboundBuffer(v.data(), v.size() * 4);
-			auto sb = p->createSendBuffer(60, v.data(), v.size() * 4);
-			ub->send(0, 13);
-			sb->send();
-			ub->waitSend();
-			sb->waitSend();
-		}
-		gloo::BarrierAllToAll(ctx).run();
-		if (rank == 0) { // nothing landed where the buffers were
-			EXPECT_EQ(v, std::vector<float>(16, 1.0f));
-		}
-	}, milliseconds(10000));
+			if (rank == 0) { // nothing landed where the buffers were
+				EXPECT_EQ(v, std::vector<float>(16, 1.0f));
+			}
+		},
+		milliseconds(10000));
 }
 
 TEST(Failures, MalformedBoundMessageFailsItsBuffer)
 {
-	pair([](const Ctx &ctx, int rank) {
-		std::vector<float> big(8, 1.0f), small(2, 0.0f);
-		auto &p = ctx->getPair(1 - rank);
+	pair(
+		[](const Ctx &ctx, int rank) {
+			std::vector<float> big(8, 1.0f), small(2, 0.0f);
+			auto &p = ctx->getPair(1 - rank);
 
-		if (rank == 0) {
-			auto s = p->createSendBuffer(50, big.data(), big.size() * 4);
-			s->send(0, big.size() * 4, 0); // 32 bytes into 8
-			s->waitSend();
-			auto ok = p->createSendBuffer(51, big.data(), big.size() * 4);
-			ok->send(0, 8, 0);
-			ok->waitSend();
-		} else {
-			auto r = p->createRecvBuffer(50, small.data(), small.size() * 4);
-			auto r2 = p->createRecvBuffer(51, small.data(), small.size() * 4);
-			std::string msg;
-			try {
-				r->waitRecv();
-			} catch (const gloo::IoException &e) {
-				msg = e.what();
+			if (rank == 0) {
+				auto s = p->createSendBuffer(50, big.data(), big.size() * 4);
+				s->send(0, big.size() * 4, 0); // 32 bytes into 8
+				s->waitSend();
+				auto ok = p->createSendBuffer(51, big.data(), big.size() * 4);
+				ok->send(0, 8, 0);
+				ok->waitSend();
+			} else {
+				auto r = p->createRecvBuffer(50, small.data(), small.size() * 4);
+				auto r2 = p->createRecvBuffer(51, small.data(), small.size() * 4);
+				std::string msg;
+				try {
+					r->waitRecv();
+				} catch (const gloo::IoException &e) {
+					msg = e.what();
+				}
+				EXPECT_NE(msg.find("refused"), std::string::npos) << msg;
+				r2->waitRecv(); // another buffer of the pair still works
+				EXPECT_EQ(small[0], 1.0f);
+				EXPECT_EQ(small[1], 1.0f);
 			}
-			EXPECT_NE(msg.find("refused"), std::string::npos) << msg;
-			r2->waitRecv(); // another buffer of the pair still works
-			EXPECT_EQ(small[0], 1.0f);
-			EXPECT_EQ(small[1], 1.0f);
-		}
-		gloo::BarrierAllToAll(ctx).run();
-	}, milliseconds(10000));
+			gloo::BarrierAllToAll(ctx).run();
+		},
+		milliseconds(10000));
 }
 
 TEST(Failures, EmptyOperationsPastTheEnd)
 {
-	pair([](const Ctx &ctx, int rank) {
-		float x[2] = { 0, 0 };
-		auto ub = ctx->createUnboundBuffer(x, sizeof(x));
+	pair(
+		[](const Ctx &ctx, int rank) {
+			float x[2] = { 0, 0 };
+			auto ub = ctx->createUnboundBuffer(x, sizeof(x));
 
-		// bcube with fewer elements than ranks posts these.
-		if (rank == 0) {
-			ub->send(1, 11, sizeof(x) + 4, 0);
-			ub->waitSend();
-		} else {
-			ub->recv(0, 11, sizeof(x) + 4, 0);
-			ub->waitRecv();
-		}
-		std::string msg;
-		try {
-			ub->send(1 - rank, 12, sizeof(x) - 4, 8);
-		} catch (const gloo::EnforceNotMet &e) {
-			msg = e.what();
-		} catch (const std::exception &e) {
-			msg = e.what();
-		}
-		EXPECT_NE(msg.find("exceed"), std::string::npos) << msg;
-	}, milliseconds(10000));
+			// bcube with fewer elements than ranks posts these.
+			if (rank == 0) {
+				ub->send(1, 11, sizeof(x) + 4, 0);
+				ub->waitSend();
+			} else {
+				ub->recv(0, 11, sizeof(x) + 4, 0);
+				ub->waitRecv();
+			}
+			std::string msg;
+			try {
+				ub->send(1 - rank, 12, sizeof(x) - 4, 8);
+			} catch (const gloo::EnforceNotMet &e) {
+				msg = e.what();
+			} catch (const std::exception &e) {
+				msg = e.what();
+			}
+			EXPECT_NE(msg.find("exceed"), std::string::npos) << msg;
+		},
+		milliseconds(10000));
 }
 
 // A peer killed in the middle: the survivor gets IoException within the
@@ -1161,8 +1182,7 @@ void ringKill(bool unbound)
 			    msg.find("Connection reset") != std::string::npos)
 			<< "rank " << r << ":" << msg;
 		std::printf("%s: rank %d raised IoException %ld ms after the kill:%s\n",
-			    unbound ? "UnboundIoErrors" : "IoErrors", r, at - killed,
-			    msg.c_str());
+			    unbound ? "UnboundIoErrors" : "IoErrors", r, at - killed, msg.c_str());
 	}
 	std::string rm = "rm -rf " + dir;
 	if (system(rm.c_str()) != 0)
