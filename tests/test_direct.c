@@ -147,26 +147,33 @@ static int body_against_ring(int rank, int size, const char *dir, void *arg)
 	return 0;
 }
 
-static void against_ring(const char *codec, bool dense)
+/* Run body on each count of ranks (a fresh folder each): every rank exits 0
+ * and every replica recorded under tag is bit-identical. */
+static void on_ranks(tp_body body, struct direct_arg a, const int *ranks, size_t n, const char *tag)
 {
-	static const int ranks[] = { 2, 3, 5, 8 };
-
-	for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
-		struct direct_arg a = { .codec = codec, .dense = dense };
+	for (size_t i = 0; i < n; i++) {
 		int codes[TP_MAX_RANKS];
 
 		strcpy(a.dir, "/tmp/gw-direct-XXXXXX");
 		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-		CU_ASSERT_EQUAL_FATAL(tp_run(ranks[i], 120, body_against_ring, &a, codes), 0);
+		CU_ASSERT_EQUAL_FATAL(tp_run(ranks[i], 120, body, &a, codes), 0);
 		for (int r = 0; r < ranks[i]; r++) {
 			if (codes[r])
-				printf("\n  %s, %d ranks: rank %d exited %d\n", codec, ranks[i], r,
-				       codes[r]);
+				printf("\n  %s, %d ranks: rank %d exited %d\n", a.codec, ranks[i],
+				       r, codes[r]);
 			CU_ASSERT_EQUAL(codes[r], 0);
 		}
-		ct_check_identical(a.dir, "direct", ranks[i]);
+		ct_check_identical(a.dir, tag, ranks[i]);
 		rmdir(a.dir);
 	}
+}
+
+static void against_ring(const char *codec, bool dense)
+{
+	static const int ranks[] = { 2, 3, 5, 8 };
+
+	on_ranks(body_against_ring, (struct direct_arg){ .codec = codec, .dense = dense }, ranks,
+		 sizeof(ranks) / sizeof(ranks[0]), "direct");
 }
 
 static void test_none(void)
@@ -305,22 +312,8 @@ static void halves(const char *codec, double bound)
 {
 	static const int ranks[] = { 2, 3, 5 };
 
-	for (size_t i = 0; i < sizeof(ranks) / sizeof(ranks[0]); i++) {
-		struct direct_arg a = { .codec = codec, .bound = bound };
-		int codes[TP_MAX_RANKS];
-
-		strcpy(a.dir, "/tmp/gw-direct-XXXXXX");
-		CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(a.dir));
-		CU_ASSERT_EQUAL_FATAL(tp_run(ranks[i], 120, body_halves, &a, codes), 0);
-		for (int r = 0; r < ranks[i]; r++) {
-			if (codes[r])
-				printf("\n  %s, %d ranks: rank %d exited %d\n", codec, ranks[i], r,
-				       codes[r]);
-			CU_ASSERT_EQUAL(codes[r], 0);
-		}
-		ct_check_identical(a.dir, "gather", ranks[i]);
-		rmdir(a.dir);
-	}
+	on_ranks(body_halves, (struct direct_arg){ .codec = codec, .bound = bound }, ranks,
+		 sizeof(ranks) / sizeof(ranks[0]), "gather");
 }
 
 static void test_halves(void)
