@@ -27,7 +27,7 @@
  * reduce-scatter.
  *
  * It is the ring engine's other reduce-scatter: a run begun with
- * RING_DIRECT (coll_ring_begin()) does its reduce-scatter here, in rounds,
+ * RING_DIRECT (coll_ring_begin()) does its reduce-scatter here, in units,
  * resumable like the ring's units (coll_ring_step() calls
  * coll_direct_step() until it returns 0), then its allgather as the ring.
  * So the flat allreduce, the hierarchical allreduce's phase across hosts
@@ -76,7 +76,7 @@ static uint32_t unit_seg(const struct ring *g, uint32_t u, int *dist)
  * per unit in flight (g->rr holds the ring's units, at least that many). */
 static struct gw_ctx_req *bank(const struct ring *g, uint32_t u)
 {
-	return g->rr + 2 * (size_t)(u % g->rounds);
+	return g->rr + 2 * (size_t)(u % g->dwindow);
 }
 
 /*
@@ -138,9 +138,9 @@ void coll_direct_begin(struct ring *g)
 	uint32_t units = (uint32_t)(g->grp->size - 1) * g->nseg;
 	uint64_t most = g->seg ? STAGED_MAX / g->seg : WINDOW;
 
-	g->rounds = most < WINDOW ? (most ? (uint32_t)most : 1) : WINDOW;
-	if (g->rounds > units)
-		g->rounds = units;
+	g->dwindow = most < WINDOW ? (most ? (uint32_t)most : 1) : WINDOW;
+	if (g->dwindow > units)
+		g->dwindow = units;
 	g->dposted = g->ddone = 0;
 }
 
@@ -150,7 +150,7 @@ int coll_direct_step(struct gw_coll *c, struct ring *g)
 	int rc;
 
 	while (g->ddone < units) {
-		while (g->dposted < units && g->dposted - g->ddone < g->rounds) {
+		while (g->dposted < units && g->dposted - g->ddone < g->dwindow) {
 			rc = post_unit(c, g, g->dposted, bank(g, g->dposted));
 			g->dposted++;
 			if (rc)

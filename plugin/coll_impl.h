@@ -121,7 +121,7 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 #define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */
 #define RING_AG 2u /* the allgather of the owned chunks */
 #define RING_ALL (RING_RS | RING_AG)
-#define RING_DIRECT 4u	   /* the reduce-scatter in direct rounds (coll_direct.c) */
+#define RING_DIRECT 4u	   /* the reduce-scatter direct (coll_direct.c) */
 #define RING_REQS_MAIN 0u  /* c->reqs[] of the flat ring, or the local one */
 #define RING_REQS_CROSS 1u /* of the ring across hosts */
 #define RING_PENDING 1	   /* coll_ring_step(): not done yet */
@@ -135,12 +135,12 @@ struct ring {
 	const struct coll_group *grp;
 	int next, prev; /* the context's ranks of the neighbours */
 	float *buf;
-	uint64_t q, rem;		 /* chunk k: OFF(k), CNT(k) */
-	int delta;			 /* 0: member i owns chunk i + 1 after the reduce-scatter
-					  * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
-	bool direct;			 /* the reduce-scatter runs in coll_direct.c's rounds: */
-	uint32_t rounds, dposted, ddone; /* units in flight at most, posted, done */
-	uint64_t seg;			 /* values per segment */
+	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k) */
+	int delta;			  /* 0: member i owns chunk i + 1 after the reduce-scatter
+					   * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
+	bool direct;			  /* the reduce-scatter runs in coll_direct.c's rounds: */
+	uint32_t dwindow, dposted, ddone; /* units in flight at most, posted, done */
+	uint64_t seg;			  /* values per segment */
 	uint32_t nseg, units, id;
 	uint32_t base;	      /* unit u's slot: slot_of(id, base + u) */
 	uint32_t first, last; /* the units this run moves: [first, last) */
