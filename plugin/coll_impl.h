@@ -138,7 +138,7 @@ struct ring {
 	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k) */
 	int delta;			  /* 0: member i owns chunk i + 1 after the reduce-scatter
 					   * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
-	bool direct;			  /* the reduce-scatter runs in coll_direct.c's rounds: */
+	bool direct;			  /* the reduce-scatter runs in coll_direct.c: */
 	uint32_t dwindow, dposted, ddone; /* units in flight at most, posted, done */
 	uint64_t seg;			  /* values per segment */
 	uint32_t nseg, units, id;
