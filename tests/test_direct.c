@@ -55,6 +55,32 @@ static uint64_t wire_sent(struct gw_ctx *ctx, int rank, int size)
 	return sum;
 }
 
+/* A rank's context (each rank its own host, so every link is the network
+ * provider's) and one collectives object over it, or NULL. */
+struct rank_env {
+	struct gw_store *st;
+	struct gw_ctx *ctx;
+	struct gw_coll *c;
+};
+
+static struct gw_coll *open_rank(const struct direct_arg *a, int rank, int size, const char *dir,
+				 struct rank_env *e)
+{
+	*e = (struct rank_env){ 0 };
+	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &e->st,
+		    &e->ctx) ||
+	    gw_coll_create(e->ctx, &e->c))
+		return NULL;
+	return e->c;
+}
+
+static void close_rank(struct rank_env *e)
+{
+	gw_coll_destroy(e->c);
+	gw_ctx_destroy(e->ctx);
+	gw_store_destroy(e->st);
+}
+
 /* A lossy allreduce of y by algorithm k: the ring's tensor is id 1, the
  * direct one's id 2. */
 static int call(struct gw_coll *c, int k, float *y, uint64_t n)
@@ -92,14 +118,11 @@ static int body_against_ring(int rank, int size, const char *dir, void *arg)
 {
 	const struct direct_arg *a = arg;
 	const uint64_t sizes[] = { 1, 7, (uint64_t)size * 1000 + 3, 65537 };
-	struct gw_store *st;
-	struct gw_ctx *ctx;
+	struct rank_env e;
 	struct gw_coll *c;
 
-	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+	if (!(c = open_rank(a, rank, size, dir, &e)))
 		return 10;
-	if (gw_coll_create(ctx, &c))
-		return 11;
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 		uint64_t n = sizes[z], wire[2];
 		float *y = tu_alloc(n * 4);
@@ -107,7 +130,7 @@ static int body_against_ring(int rank, int size, const char *dir, void *arg)
 
 		ct_exact_sum(exact, mag, n, size, 0);
 		for (int k = RING; k <= DIRECT; k++) {
-			if (one_call(c, ctx, k, rank, size, n, y, exact, &err[k], &wire[k]))
+			if (one_call(c, e.ctx, k, rank, size, n, y, exact, &err[k], &wire[k]))
 				return 13;
 			if (k == DIRECT && ct_record(a->dir, "direct", rank, y, n * 4))
 				return 14;
@@ -141,9 +164,7 @@ static int body_against_ring(int rank, int size, const char *dir, void *arg)
 		}
 		free(y), free(exact), free(mag);
 	}
-	gw_coll_destroy(c);
-	gw_ctx_destroy(ctx);
-	gw_store_destroy(st);
+	close_rank(&e);
 	return 0;
 }
 
@@ -227,14 +248,11 @@ static int body_halves(int rank, int size, const char *dir, void *arg)
 {
 	const struct direct_arg *a = arg;
 	const uint64_t sizes[] = { 1, 7, (uint64_t)size * 1000 + 3, 65537 };
-	struct gw_store *st;
-	struct gw_ctx *ctx;
+	struct rank_env e;
 	struct gw_coll *c;
 
-	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+	if (!(c = open_rank(a, rank, size, dir, &e)))
 		return 10;
-	if (gw_coll_create(ctx, &c))
-		return 11;
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 		uint64_t n = sizes[z], off, cnt, w0, rs_wire, ar_wire;
 		float *y = tu_alloc(n * 4), *x = tu_alloc(n * 4);
@@ -245,10 +263,10 @@ static int body_halves(int rank, int size, const char *dir, void *arg)
 		/* Reduce-scatter, sum and average: this rank's shard only. */
 		for (int op = GW_COLL_SUM; op <= GW_COLL_AVG; op++) {
 			tu_fill(y, n, ct_seed(rank, n, 0));
-			w0 = wire_sent(ctx, rank, size);
+			w0 = wire_sent(e.ctx, rank, size);
 			if (gw_coll_reduce_scatter_id(c, 3, y, n, op, GW_CTX_LOSSY))
 				return 12;
-			rs_wire = wire_sent(ctx, rank, size) - w0;
+			rs_wire = wire_sent(e.ctx, rank, size) - w0;
 			if (check_shard(a, y, exact, mag, off, cnt,
 					op == GW_COLL_AVG ? 1.0 / size : 1.0)) {
 				fprintf(stderr, "rank %d %s n=%llu op %d: reduce-scatter wrong\n",
@@ -258,10 +276,10 @@ static int body_halves(int rank, int size, const char *dir, void *arg)
 		}
 		/* Half the allreduce's bytes, about (frame headers aside). */
 		tu_fill(y, n, ct_seed(rank, n, 0));
-		w0 = wire_sent(ctx, rank, size);
+		w0 = wire_sent(e.ctx, rank, size);
 		if (gw_coll_allreduce_id(c, 4, y, n, GW_COLL_SUM, GW_CTX_LOSSY))
 			return 14;
-		ar_wire = wire_sent(ctx, rank, size) - w0;
+		ar_wire = wire_sent(e.ctx, rank, size) - w0;
 		if (n > 1000 && rs_wire > 0.55 * (double)ar_wire) {
 			fprintf(stderr,
 				"rank %d %s n=%llu: reduce-scatter sent %llu, allreduce %llu\n",
@@ -302,9 +320,7 @@ static int body_halves(int rank, int size, const char *dir, void *arg)
 		}
 		free(y), free(x), free(exact), free(mag);
 	}
-	gw_coll_destroy(c);
-	gw_ctx_destroy(ctx);
-	gw_store_destroy(st);
+	close_rank(&e);
 	return 0;
 }
 
@@ -329,17 +345,14 @@ static void test_halves(void)
 static int body_kinds(int rank, int size, const char *dir, void *arg)
 {
 	const struct direct_arg *a = arg;
-	struct gw_store *st;
-	struct gw_ctx *ctx;
+	struct rank_env e;
 	struct gw_coll *c;
 	float y[1000];
 	const char *msg;
 	int rc;
 
-	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+	if (!(c = open_rank(a, rank, size, dir, &e)))
 		return 10;
-	if (gw_coll_create(ctx, &c))
-		return 11;
 	tu_fill(y, 1000, ct_seed(rank, 1000, 0));
 	rc = rank ? gw_coll_reduce_scatter_id(c, 3, y, 1000, GW_COLL_SUM, GW_CTX_LOSSY)
 		  : gw_coll_allreduce_id(c, 3, y, 1000, GW_COLL_SUM, GW_CTX_LOSSY);
@@ -349,9 +362,7 @@ static int body_kinds(int rank, int size, const char *dir, void *arg)
 		fprintf(stderr, "rank %d: rc %d, \"%s\"\n", rank, rc, msg ? msg : "");
 		return 12;
 	}
-	gw_coll_destroy(c);
-	gw_ctx_destroy(ctx);
-	gw_store_destroy(st);
+	close_rank(&e);
 	return 0;
 }
 
@@ -373,18 +384,15 @@ static void test_kinds(void)
 static int body_feedback(int rank, int size, const char *dir, void *arg)
 {
 	const struct direct_arg *a = arg;
-	struct gw_store *st;
-	struct gw_ctx *ctx;
+	struct rank_env e;
 	struct gw_coll *c;
 	float *y = tu_alloc(EF_N * 4);
 	double *exact = tu_alloc(EF_N * 8), *mag = tu_alloc(EF_N * 8);
 	double *avg[2], e1[2], e30[2];
 
-	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &st, &ctx))
+	if (!(c = open_rank(a, rank, size, dir, &e)))
 		return 10;
 	ct_exact_sum(exact, mag, EF_N, size, 0);
-	if (gw_coll_create(ctx, &c))
-		return 11;
 	for (int k = RING; k <= DIRECT; k++) {
 		avg[k] = tu_alloc(EF_N * 8);
 		memset(avg[k], 0, EF_N * 8);
@@ -418,10 +426,8 @@ static int body_feedback(int rank, int size, const char *dir, void *arg)
 		return 13;
 	for (int k = RING; k <= DIRECT; k++)
 		free(avg[k]);
-	gw_coll_destroy(c);
 	free(y), free(exact), free(mag);
-	gw_ctx_destroy(ctx);
-	gw_store_destroy(st);
+	close_rank(&e);
 	return 0;
 }
 
