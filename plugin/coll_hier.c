@@ -174,10 +174,9 @@ int coll_decide(struct gw_coll *c)
 	/* A lossy allreduce compresses each value twice, whatever the ranks
 	 * (coll_direct.c; in hier, across hosts), unless the ring was asked
 	 * for, or auto finds more than 2 ranks all on one host over shm: there
-	 * the direct reduce-scatter's many-to-one copies through shm's shared
-	 * buffers took 3-5x the ring's time (8 ranks on 2 cores, 16 MiB int8;
-	 * 1.2-1.3x with 4; over net 0.6-0.9x), and compressing over shm seldom
-	 * pays anyway. */
+	 * the direct reduce-scatter took 2.4x the ring's time and 3x its CPU
+	 * (8 ranks on 2 cores, 16 MiB int8, a quiet machine; over net 0.95x),
+	 * and compressing over shm seldom pays anyway. */
 	ring_why =
 		c->algo_set == GW_COLL_ALGO_RING ? "GRADWIRE_ALGO=ring"
 		: c->algo_set != GW_COLL_ALGO_DIRECT && !c->hier && c->world.shm && c->size > 2
