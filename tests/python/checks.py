@@ -3,9 +3,24 @@
 
 check(ok, what) prints "ok" or "FAIL" and the claim; failures holds every
 claim that failed, and exit_code() says how the test ends (with a summary
-line).
+line). require_torch() ends a test that needs PyTorch with SKIP, saying why,
+when this Python has none.
 """
+import importlib
+import sys
+
+SKIP = 77  # the exit status meson counts as "skipped"
 failures = []
+
+
+def require_torch(module="torch.distributed"):
+    """Exit SKIP (meson's "skipped"), saying why, unless module imports."""
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        print(f"SKIP: PyTorch is not installed for {sys.executable} ({e}); "
+              "Debian: apt-get install python3-torch")
+        sys.exit(SKIP)
 
 
 def check(ok, what):

@@ -21,23 +21,16 @@ not (so the test sees them).
 Exit 77 (skip) when torch is missing or the library lacks the codec.
 GW_LIB names libgradwire.so.
 """
-import importlib
 import os
 import sys
 import time
 
-SKIP = 77  # the exit status meson counts as "skipped"
+from checks import SKIP, check, exit_code, require_torch  # noqa: E402 (beside this file)
 
-try:
-    importlib.import_module("torch.distributed")
-except ImportError as e:
-    print(f"SKIP: PyTorch is not installed for {sys.executable} ({e}); "
-          "Debian: apt-get install python3-torch")
-    sys.exit(SKIP)
+require_torch()
 
 from gradwire import lib as gwlib  # noqa: E402
 import synthetic  # noqa: E402 (tests/python, beside this file)
-from checks import check, exit_code  # noqa: E402
 
 ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo",
        "GRADWIRE_LOG": "warn",

@@ -35,19 +35,15 @@ import sys
 import tempfile
 import time
 
-SKIP = 77  # the exit status meson counts as "skipped"
+from checks import check, exit_code, require_torch  # noqa: E402 (beside this file)
 
-try:
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-    import torch.nn as nn
-    from torch.nn.parallel import DistributedDataParallel as DDP
-except ImportError as e:
-    print(f"SKIP: PyTorch is not installed for {sys.executable} ({e})")
-    sys.exit(SKIP)
+require_torch()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-from checks import check, exit_code  # noqa: E402
 
 ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo", "GRADWIRE_LOG": "error",
        "GRADWIRE_CODEC": "int8", "GRADWIRE_MIN_COMPRESS_BYTES": "4K"}

@@ -25,20 +25,16 @@ import os
 import sys
 import tempfile
 
-SKIP = 77  # the exit status meson counts as "skipped"
+from checks import check, exit_code, require_torch  # noqa: E402 (beside this file)
 
-try:
-    import torch
-    import torch.distributed as dist
-    import torch.nn as nn
-    from torch.nn.parallel import DistributedDataParallel as DDP
-except ImportError as e:
-    print(f"SKIP: PyTorch is not installed for {sys.executable} ({e})")
-    sys.exit(SKIP)
+require_torch()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 os.environ.setdefault("GRADWIRE_IFACE", "lo")
 import gradwire.torch as gwt  # noqa: E402
-from checks import check, exit_code  # noqa: E402
 
 
 def grads_match(model_fn, dtype, **state_args):

@@ -18,19 +18,15 @@ import subprocess
 import sys
 import time
 
-SKIP = 77  # the exit status meson counts as "skipped"
+from checks import check, exit_code, require_torch  # noqa: E402 (beside this file)
 
-try:
-    import torch.distributed as dist
-except ImportError as e:
-    print(f"SKIP: PyTorch is not installed for {sys.executable} ({e})")
-    sys.exit(SKIP)
+require_torch()
+import torch.distributed as dist  # noqa: E402
 
 os.environ.update({"GRADWIRE_IFACE": "lo", "GRADWIRE_TIMEOUT_MS": "1500",
                    "GRADWIRE_LOG": "error"})
 from gradwire import lib as gwlib  # noqa: E402
 from gradwire.torch import c10d_store_fns  # noqa: E402
-from checks import check, exit_code  # noqa: E402
 
 
 def store_fns():

@@ -16,20 +16,14 @@ below the first and close to torch's ZeRO.
 Exit 77 (skip) when torch is missing. GW_LIB names libgradwire.so.
 """
 import datetime
-import importlib
 import json
 import os
 import sys
 import tempfile
 
-SKIP = 77
+from checks import check, exit_code, require_torch  # noqa: E402 (beside this file)
 
-try:
-    importlib.import_module("torch.distributed.optim")
-except ImportError as e:
-    print(f"SKIP: PyTorch is not installed for {sys.executable} ({e}); "
-          "Debian: apt-get install python3-torch")
-    sys.exit(SKIP)
+require_torch("torch.distributed.optim")
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -37,7 +31,6 @@ import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 import synthetic  # noqa: E402 (tests/python, beside this file)
-from checks import check, exit_code  # noqa: E402
 
 STEPS, SETUP = 40, 3
 ENV = {"GRADWIRE_IFACE": "lo", "GLOO_SOCKET_IFNAME": "lo", "GRADWIRE_LOG": "warn",
