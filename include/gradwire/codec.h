@@ -215,6 +215,17 @@ GW_API int gw_codec_parse(const char *spec, struct gw_codec *c, char *err, size_
 GW_API int gw_codec_list_parse(const char *list, struct gw_codec *out, int max, char *err,
 			       size_t errlen);
 
+/* What plain GRADWIRE_CODEC=auto may choose from: codecs whose error stays
+ * within fp16's and int8's class (docs/codecs.md, "auto"). */
+#define GW_CODEC_AUTO_DEFAULT "int8,fp16,bf16,none"
+
+/**
+ * gw_codec_auto_list() - the list of an auto spec: "auto" gives
+ * GW_CODEC_AUTO_DEFAULT, "auto:<list>" gives <list>; anything else is not
+ * auto and gives NULL. The list still has to pass gw_codec_list_parse().
+ */
+GW_API const char *gw_codec_auto_list(const char *spec);
+
 /**
  * gw_codec_init() - configure ops with its default parameters.
  */
