@@ -118,7 +118,7 @@ int coll_auto_init(struct gw_coll *c)
 	if (!a->want || !a->probe_buf)
 		return -ENOMEM;
 	a->rate_of = a->want + c->size;
-	a->probe = true;
+	a->probe = !a->nforce;
 	a->explore = -1;
 	return 0;
 }
@@ -276,6 +276,24 @@ int coll_auto_begin(struct gw_coll *c, uint64_t n)
 	record(c);
 	a->n = n;
 	a->t0 = gw_now_ns();
+	return 0;
+}
+
+int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n)
+{
+	struct coll_auto *a;
+
+	if (!c || n > sizeof(c->au.force) || (n && !ids))
+		return -EINVAL;
+	a = &c->au;
+	memcpy(a->force, ids, n);
+	a->nforce = (uint32_t)n;
+	a->iforce = 0;
+	if (n) {
+		a->probe = false;
+		a->explore = -1;
+		a->mine = (uint8_t)(ids[a->iforce++ % n] + 1u);
+	}
 	return 0;
 }
 
@@ -441,6 +459,10 @@ void coll_auto_end(struct gw_coll *c)
 		return;
 	tau = (double)(gw_now_ns() - a->t0) / (double)a->n;
 	sample(c, set, n);
+	if (a->nforce) { /* gw_coll_auto_force() */
+		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
+		return;
+	}
 	if (a->mine && a->mine - 1u < COLL_AUTO_IDS) { /* what this call ran with */
 		unsigned id = a->mine - 1u;
 

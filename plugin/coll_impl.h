@@ -101,6 +101,8 @@ struct gw_coll {
 		uint64_t n;	       /* this call's values, */
 		int64_t t0;	       /* and when its data phase began */
 		float *probe_buf;
+		uint8_t force[64]; /* gw_coll_auto_force(): ids, */
+		uint32_t nforce, iforce; /* their number, the next */
 		double tau[COLL_AUTO_IDS];	   /* ns per value, measured per codec */
 		uint32_t tau_epoch[COLL_AUTO_IDS]; /* in that exploration */
 		int8_t measured[COLL_AUTO_IDS];	   /* gw_codec_speed(): 1 done, -1 failed */
