@@ -13,9 +13,12 @@
  *
  * One encoding that reaches several links, the owner's allgather payload
  * (forwarded along the ring), uses the choice of the slowest link: the
- * rank that states the lowest rate, the lowest such rank on a tie. Every
- * rank computes the same from the same descriptors, so every replica keeps
- * the same bits (the owner rule holds per call).
+ * rank that states the lowest rate, the lowest such rank on a tie (a rank
+ * that states no rate yet counts only while none does: then the lowest
+ * rank's choice). Every rank computes the same from the same descriptors,
+ * so every replica keeps the same bits (the owner rule holds per call).
+ * A hop whose payload is not compressed (`none` chosen, or a link that
+ * does not compress) passes the values on exactly, never re-encoded.
  *
  * What a rank measures:
  *  - the rate into it: each lossy call's frames from its lossy group
@@ -140,7 +143,10 @@ void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate)
 	const struct coll_auto *a = &c->au;
 
 	*want = a->on ? a->mine : 0;
-	*rate = a->on ? (uint8_t)(rate_class(a->rate) | (a->probe ? 0x80u : 0)) : 0;
+	/* Forced (gw_coll_auto_force()): no rate, so that the schedules alone
+	 * decide the owners' codec too, whatever the timings. */
+	*rate = a->on ? (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0))
+		      : 0;
 }
 
 /* Forget what arrived so far on every link (before a probe or a call). */
@@ -260,7 +266,12 @@ int coll_auto_begin(struct gw_coll *c, uint64_t n)
 		unsigned q = a->rate_of[r] & 0x7fu;
 
 		probe_asked |= (a->rate_of[r] & 0x80u) != 0;
-		if (q && a->want[r] && (slow < 0 || q < (a->rate_of[slow] & 0x7fu)))
+		if (!a->want[r])
+			continue;
+		/* The lowest stated rate; a rank stating none counts only while
+		 * no rank states one (then the lowest rank's choice). */
+		if (slow < 0 ||
+		    (q && (!(a->rate_of[slow] & 0x7fu) || q < (a->rate_of[slow] & 0x7fu))))
 			slow = r;
 	}
 	a->ag = slow < 0 ? 0 : a->want[slow];
