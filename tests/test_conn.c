@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_conn.c - connections over loopback (tcp;ofi_rxm on lo, and shm):
- * negotiation, tensors through every codec, MACs, a hostile peer, a killed
+ * negotiation, tensors through every codec, MACs, a hostile peer (also one
+ * sending a codec outside GRADWIRE_CODEC=auto's set), a killed
  * peer, and a long run that the sanitizer build checks for leaks.
  *
  * Ranks are forked (tp_harness.h). Each rank mirrors what its peer sends: it
@@ -753,6 +754,99 @@ static void test_hostile_frames(void)
 	rmdir(dir);
 }
 
+/*
+ * GRADWIRE_CODEC=auto: rank 1 sends rank 0, on a connection whose set is
+ * {int8, none}, a frame with an honest MAC whose payload is bf16 (outside
+ * the set): refused with -EPROTO, the buffer untouched, counted as
+ * rejected (not as a MAC failure). Then a frame of int8, in the set, is
+ * decoded as int8.
+ */
+static int body_hostile_auto(int rank, int size, const char *dir, void *arg)
+{
+	const struct conn_arg *a = arg;
+	struct gw_store *st;
+	char err[512];
+	int rc;
+	struct gw_ctx *ctx = open_ctx(a, rank, size, dir, &st, &rc, err, sizeof(err));
+	float x[HOSTILE_N], y[HOSTILE_N], want[HOSTILE_N];
+	uint8_t b8[256], b16[256], f[1024];
+	struct gw_codec int8, bf16;
+	const struct gw_codec *set;
+	ssize_t l8, l16, flen;
+
+	if (!ctx)
+		return 50;
+	if (gw_ctx_codec_set(ctx, 1 - rank, &set) != 2 || set[0].ops->id != GW_CODEC_INT8 ||
+	    set[1].ops->id != GW_CODEC_NONE)
+		return 51;
+	tu_fill(x, HOSTILE_N, 98);
+	gw_codec_init(&int8, gw_codec_find("int8"));
+	gw_codec_init(&bf16, gw_codec_find("bf16"));
+	l8 = gw_payload_encode(&int8, NULL, NULL, x, NULL, NULL, HOSTILE_N, b8, sizeof(b8));
+	l16 = gw_payload_encode(&bf16, NULL, NULL, x, NULL, NULL, HOSTILE_N, b16, sizeof(b16));
+	if (l8 < 0 || l16 < 0 || gw_payload_decode(b8, (size_t)l8, want, HOSTILE_N))
+		return 52;
+	if (rank == 1) {
+		flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, GW_FRAME_F_LOSSY, 400, 0, b16,
+				   (size_t)l16, f, sizeof(f));
+		if (flen < 0 || gw_tp_send(gw_ctx_tp(ctx), 0, 400, 0, f, (size_t)flen) < 0)
+			return 53;
+		flen = gw_ctx_seal(ctx, 0, GW_FRAME_TENSOR, GW_FRAME_F_LOSSY, 401, 0, b8,
+				   (size_t)l8, f, sizeof(f));
+		if (flen < 0 || gw_tp_send(gw_ctx_tp(ctx), 0, 401, 0, f, (size_t)flen) < 0)
+			return 54;
+	} else {
+		struct gw_conn_stats s;
+		struct gw_ctx_req r;
+
+		for (int i = 0; i < HOSTILE_N; i++)
+			y[i] = 42.0f;
+		rc = gw_ctx_irecv(ctx, 1, 400, y, HOSTILE_N, 0, &r);
+		if (!rc)
+			rc = gw_ctx_wait(ctx, &r);
+		if (rc != -EPROTO) {
+			fprintf(stderr, "bf16 on an {int8, none} connection: %d (%s)\n", rc,
+				gw_strerror(rc));
+			return 55;
+		}
+		for (int i = 0; i < HOSTILE_N; i++)
+			if (y[i] != 42.0f)
+				return 56; /* the buffer was touched */
+		gw_ctx_stats(ctx, 1, &s);
+		if (s.rejected != 1 || s.mac_failures) {
+			fprintf(stderr, "counters: rejected %llu, mac %llu\n",
+				(unsigned long long)s.rejected, (unsigned long long)s.mac_failures);
+			return 57;
+		}
+		rc = gw_ctx_irecv(ctx, 1, 401, y, HOSTILE_N, 0, &r);
+		if (!rc)
+			rc = gw_ctx_wait(ctx, &r);
+		if (rc || memcmp(y, want, sizeof(y)))
+			return 58;
+	}
+	if (tp_barrier(st, rank, size, "hostile-auto-end", TIMEOUT_MS))
+		return 59;
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return 0;
+}
+
+static void test_hostile_auto(void)
+{
+	char key[80], dir[] = "/tmp/gw-keys-XXXXXX";
+	struct conn_arg a = { .codec = "auto:int8,none",
+			      .mac_mode = GW_MAC_REQUIRED,
+			      .kill_rank = -1 };
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/key", dir);
+	write_key(key, "the key of the hostile auto peer test\n");
+	a.key[0] = a.key[1] = key;
+	run(2, 60, body_hostile_auto, &a, 0);
+	unlink(key);
+	rmdir(dir);
+}
+
 /* ---- receives straight into the caller's buffer ----------------------------- */
 
 #define DIRECT_N 40000 /* 160 kB: above the size where frames are gathered */
@@ -1474,6 +1568,7 @@ int main(void)
 		{ "exact receives straight into the buffer; other frames refused",
 		  test_direct_recv },
 		{ "hostile peer: forged frames", test_hostile_frames },
+		{ "hostile peer: a codec outside auto's set", test_hostile_auto },
 		{ "hostile peer: garbage handshake", test_garbage_hello },
 		{ "peer killed mid-transfer: seen within 2 s, also over shm", test_killed_peer },
 		{ "sends past the deadline: withdrawn in one drain", test_late_sends },
