@@ -102,6 +102,27 @@ static const struct gw_codec_speed *speed_of(struct gw_coll *c, const struct gw_
 	return a->measured[id] > 0 ? &a->speed[id] : NULL;
 }
 
+/* The rate class stated in the call check: 4 log2(bytes/s / 1e6) + 64,
+ * 1..127 (18 KB/s to 55 GB/s); 0: not measured. */
+static uint8_t rate_class(double rate)
+{
+	double q;
+
+	if (rate <= 0)
+		return 0;
+	q = floor(4.0 * log2(rate / 1e6) + 64.5);
+	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
+}
+
+/* Update what this rank states in the next call check (c->au.say). */
+static void restate(struct gw_coll *c)
+{
+	struct coll_auto *a = &c->au;
+
+	a->say[0] = a->mine;
+	a->say[1] = (uint8_t)(rate_class(a->rate) | (a->probe ? 0x80u : 0));
+}
+
 int coll_auto_init(struct gw_coll *c)
 {
 	const struct gw_codec *set;
@@ -120,27 +141,8 @@ int coll_auto_init(struct gw_coll *c)
 	a->rate_of = a->want + c->size;
 	a->probe = !a->nforce;
 	a->explore = -1;
+	restate(c);
 	return 0;
-}
-
-/* The rate class stated in the call check: 4 log2(bytes/s / 1e6) + 64,
- * 1..127 (18 KB/s to 55 GB/s); 0: not measured. */
-static uint8_t rate_class(double rate)
-{
-	double q;
-
-	if (rate <= 0)
-		return 0;
-	q = floor(4.0 * log2(rate / 1e6) + 64.5);
-	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
-}
-
-void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate)
-{
-	const struct coll_auto *a = &c->au;
-
-	*want = a->on ? a->mine : 0;
-	*rate = a->on ? (uint8_t)(rate_class(a->rate) | (a->probe ? 0x80u : 0)) : 0;
 }
 
 /* Forget what arrived so far on every link (before a probe or a call). */
@@ -274,6 +276,7 @@ int coll_auto_begin(struct gw_coll *c, uint64_t n)
 	}
 	flows_reset(c);
 	record(c);
+	restate(c);
 	a->n = n;
 	a->t0 = gw_now_ns();
 	return 0;
@@ -294,6 +297,7 @@ int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n)
 		a->explore = -1;
 		a->mine = (uint8_t)(ids[a->iforce++ % n] + 1u);
 	}
+	restate(c);
 	return 0;
 }
 
@@ -448,7 +452,7 @@ static bool changed(struct coll_auto *a, double tau)
 	return m[1] > CHANGE * a->tau_ref || m[1] * CHANGE < a->tau_ref;
 }
 
-void coll_auto_end(struct gw_coll *c)
+static void end(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 	const struct gw_codec *set, *best;
@@ -496,4 +500,12 @@ void coll_auto_end(struct gw_coll *c)
 	}
 	if (++a->streak >= STREAK)
 		choose(c, best, "measured faster");
+}
+
+void coll_auto_end(struct gw_coll *c)
+{
+	if (c->au.on) {
+		end(c);
+		restate(c);
+	}
 }
