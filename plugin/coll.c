@@ -16,8 +16,8 @@
  *
  *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
  *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy
- *  22 u8 auto's choice  23 u8 auto's rate class | 0x80 probe (coll_auto.c;
- *     0 without GRADWIRE_CODEC=auto)
+ *  22 u8 auto's choice (codec id + 1 | 0x40 a trial)  23 u8 auto's rate
+ *     class | 0x80 probe (coll_auto.c; both 0 without GRADWIRE_CODEC=auto)
  *
  * so ranks that disagree on the tensor (the order of ids), its length, the
  * op or the lossy flag all fail at once, before any data moves, with the
