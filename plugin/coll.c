@@ -317,8 +317,8 @@ static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 		snprintf(m, len,
 			 "%s #%u of %s: the counts per rank differ: rank %d passes %s, "
 			 "rank %d %s",
-			 ka, a->call, ta, ra, a->key & KEY_CNT ? na : "the chunk rule's", rb,
-			 b->key & KEY_CNT ? nb : "the chunk rule's");
+			 ka, a->call, ta, ra, a->key & KEY_CNT ? na : "the chunk rule's counts", rb,
+			 b->key & KEY_CNT ? nb : "the chunk rule's counts");
 	else if (a->n != b->n)
 		snprintf(m, len, "%s #%u of %s: rank %d passes %llu values, rank %d passes %llu",
 			 ka, a->call, ta, ra, (unsigned long long)a->n, rb,

@@ -615,7 +615,7 @@ static int body_counts_differ(int rank, int size, const char *dir, void *arg)
 		want = "the counts per rank differ: rank 0 passes counts per rank, hash";
 	} else {
 		rc = gw_coll_allgather_f32_counts(c, 7, y, 1000, rank ? NULL : counts, 0);
-		want = "rank 1 the chunk rule's";
+		want = "rank 1 the chunk rule's counts";
 	}
 	msg = gw_coll_error(c);
 	if (rc != -EINVAL || !msg || !strstr(msg, want) || !strstr(msg, "tensor id 7")) {
