@@ -314,6 +314,15 @@ int gw_codec_parse(const char *spec, struct gw_codec *c, char *err, size_t errle
 	}
 }
 
+const char *gw_codec_auto_list(const char *spec)
+{
+	if (!spec || strncmp(spec, "auto", 4))
+		return NULL;
+	if (!spec[4])
+		return GW_CODEC_AUTO_DEFAULT;
+	return spec[4] == ':' ? spec + 5 : NULL;
+}
+
 int gw_codec_list_parse(const char *list, struct gw_codec *out, int max, char *err, size_t errlen)
 {
 	char spec[256];

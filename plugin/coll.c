@@ -15,7 +15,9 @@
  * 24-byte descriptor of the call on one fixed slot:
  *
  *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
- *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy  22 u16 0
+ *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy
+ *  22 u8 auto's choice  23 u8 auto's rate class | 0x80 probe (coll_auto.c;
+ *     0 without GRADWIRE_CODEC=auto)
  *
  * so ranks that disagree on the tensor (the order of ids), its length, the
  * op or the lossy flag all fail at once, before any data moves, with the
@@ -24,7 +26,10 @@
  * reduce-scatter or float allgather given counts per rank (other than the
  * chunk rule's) sets KEY_CNT in key and puts FNV-1a 64 of its counts in n
  * (they fix the length too), so ranks that pass different counts fail the
- * same way, the message saying that the counts differ.
+ * same way, the message saying that the counts differ. The last two bytes
+ * are not compared: they carry what each rank states for auto, so that
+ * every rank learns every rank's choice at the same call boundary. auto's
+ * probe uses the call check's slots from step 1024 on.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -78,6 +83,8 @@ void gw_coll_destroy(struct gw_coll *c)
 	free(c->lr.q);
 	free(c->lr.qn);
 	free(c->lr.work);
+	free(c->au.want);
+	free(c->au.probe_buf);
 	free(c->world.rank);
 	free(c->local.rank);
 	free(c->cross.rank);
@@ -263,7 +270,7 @@ struct call_desc {
 	uint64_t key, n;
 	uint32_t call;
 	uint8_t op, lossy;
-	uint16_t zero;
+	uint8_t want, rate; /* auto's (coll_auto_state()), not compared */
 };
 _Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
 
@@ -360,6 +367,7 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 	d[0] = (struct call_desc){
 		.key = key, .n = n, .call = c->calls++, .op = (uint8_t)op, .lossy = lossy != 0
 	};
+	coll_auto_state(c, &d[0].want, &d[0].rate);
 	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
 		int cnt = dist < c->size - dist ? dist : c->size - dist;
 
@@ -382,5 +390,11 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 			return -EINVAL;
 		}
 	}
-	return have == c->size ? 0 : -EIO;
+	if (have != c->size)
+		return -EIO;
+	for (int i = 0; c->au.on && i < c->size; i++) {
+		c->au.want[mod(c->rank - i, c->size)] = d[i].want;
+		c->au.rate_of[mod(c->rank - i, c->size)] = d[i].rate;
+	}
+	return 0;
 }

@@ -72,6 +72,15 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
 void gw_coll_set_piece(struct gw_coll *c, uint64_t bytes);
 
 /**
+ * gw_coll_auto_force() - with GRADWIRE_CODEC=auto, make this rank state
+ * codec wire id ids[i % n] for the links into it at its i-th lossy call
+ * from now on, instead of what it measures (no probe, no exploration), for
+ * tests and tools. Each rank forces its own links. ids: n entries (copied;
+ * up to 64); n = 0 measures again. Return: 0, -EINVAL.
+ */
+int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n);
+
+/**
  * gw_coll_set_algo() - the allreduce algorithm to use (GW_COLL_ALGO_AUTO
  * until set). Every rank must set the same, before its first allreduce.
  */

@@ -51,12 +51,18 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 		gw_ctx_codec(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1));
 	uint64_t host = gw_ctx_host_id(c->ctx, c->rank);
 
+	const struct gw_codec *set = k;
+	int nset = gw_ctx_codec_set(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1), &set);
+
 	memset(m, 0, sizeof(*m));
-	m->powersgd = 1;
+	m->powersgd = !nset;			    /* auto: the ring, whatever the set holds */
+	for (int i = 0; i < (nset ? nset : 1); i++) /* auto: any may be lossy */
+		m->lossy |= set[i].ops->lossy;
 	m->bpv = sizeof(float);
-	if (k->ops->lossy) {
-		m->lossy = 1;
-		m->bpv = (double)gw_payload_bound(k, PROBE) / PROBE;
+	for (int i = 0; m->lossy && i < (nset ? nset : 1); i++) { /* auto: the set's widest */
+		double bpv = (double)gw_payload_bound(&set[i], PROBE) / PROBE;
+
+		m->bpv = !i || bpv > m->bpv ? bpv : m->bpv;
 	}
 	for (int p = 0; p < c->size; p++) {
 		const struct gw_codec *cd = gw_ctx_codec(c->ctx, p);
@@ -122,6 +128,8 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 		return -EINVAL;
 	if (size > 1) {
 		rc = coll_decide(c);
+		if (!rc)
+			rc = coll_auto_init(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the topology)", 0);
 		rc = coll_check_call(c, key, n, op, lossy);
@@ -144,9 +152,13 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 		goto avg;
 	if (lossy && !c->lossy_links) /* no link compresses */
 		lossy = 0;
-	rc = coll_sum(c, key, buf, n, lossy);
+	rc = lossy ? coll_auto_begin(c, n) : 0;
+	if (!rc)
+		rc = coll_sum(c, key, buf, n, lossy);
 	if (rc)
 		return rc;
+	if (lossy)
+		coll_auto_end(c);
 avg:
 	if (op == GW_COLL_AVG && size > 1)
 		for (uint64_t i = 0; i < n; i++)
@@ -219,6 +231,8 @@ static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64
 	if (c->size == 1)
 		return 0;
 	rc = coll_decide(c);
+	if (!rc)
+		rc = coll_auto_init(c);
 	if (rc)
 		return coll_fail(c, rc, what, 0);
 	rc = coll_check_call(c, offs ? key | KEY_CNT : key, offs ? hash : n, op, *lossy);
@@ -231,7 +245,7 @@ static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64
 		if (!c->lossy_links)
 			*lossy = 0;
 	}
-	return 0;
+	return *lossy && n ? coll_auto_begin(c, n) : 0;
 }
 
 /* The arguments every shard collective checks first; then its offsets. */
@@ -264,6 +278,8 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 		return rc;
 	lo = offs ? offs[c->rank] : OFF(c->rank);
 	hi = offs ? offs[c->rank + 1] : OFF(c->rank) + CNT(c->rank);
+	if (lossy)
+		coll_auto_end(c);
 	if (op == GW_COLL_AVG)
 		for (uint64_t i = lo; i < hi; i++)
 			buf[i] /= (float)c->size;
@@ -304,7 +320,10 @@ int gw_coll_allgather_f32_counts(struct gw_coll *c, uint32_t id, float *buf, uin
 		return rc;
 	/* Lossy: the owner's hop encodes once and keeps what its next
 	 * decodes; later hops forward that payload (coll_ring.c). */
-	return coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs, lossy, RING_AG, -1);
+	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs, lossy, RING_AG, -1);
+	if (!rc && lossy)
+		coll_auto_end(c);
+	return rc;
 }
 
 int gw_coll_allgather_f32(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned flags)

@@ -90,7 +90,9 @@ static int post_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ct
 	g->moves += cnt != 0;
 	cnt = ring_seg_span(g, mod(me + d + 1 + g->delta, size), j, &off);
 	if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, d), slot, g->buf + off, cnt,
-				      g->lossy | GW_CTX_ZEROCOPY, &r[1])))
+				      g->lossy | GW_CTX_ZEROCOPY |
+					      coll_auto_flag(c, group_peer(grp, d), false),
+				      &r[1])))
 		return rc;
 	g->moves += cnt != 0;
 	return 0;

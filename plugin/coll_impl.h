@@ -45,6 +45,8 @@ static inline int group_peer(const struct coll_group *g, int d)
 	return g->rank[i];
 }
 
+#define COLL_AUTO_IDS 16 /* codec wire ids auto keeps costs for */
+
 struct gw_coll {
 	struct gw_ctx *ctx;
 	int rank, size;
@@ -80,6 +82,32 @@ struct gw_coll {
 	bool direct;		    /* else lossy calls run coll_direct.c's */
 	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
 	struct coll_group world, local, cross;
+	struct coll_auto {	       /* GRADWIRE_CODEC=auto (coll_auto.c) */
+		bool init, on;	       /* looked at; the lossy group's links are auto */
+		uint8_t *want;	       /* size: each rank's choice (wire id + 1, 0 none) */
+		uint8_t *rate_of;      /* size: each rank's rate class | 0x80 probe */
+		uint8_t ag;	       /* owners' payloads this call (id + 1, 0 default) */
+		uint8_t mine;	       /* what this rank states (id + 1): its choice, or
+					* while exploring the codec tried */
+		uint8_t chosen, cand;  /* its choice; another measured faster */
+		int streak;	       /* calls cand has been GAIN faster */
+		bool probe;	       /* ask for a probe at the next call check */
+		int explore;	       /* the next codec of the set to try, or -1 */
+		uint32_t epoch;	       /* explorations so far */
+		unsigned quiet, nlast; /* calls since the last choice; of last[] */
+		double last[3];	       /* the last calls' time per value, ns */
+		double tau_ref;	       /* the chosen codec's when chosen */
+		double rate;	       /* bytes/s into this rank, 0 unknown */
+		uint64_t n;	       /* this call's values, */
+		int64_t t0;	       /* and when its data phase began */
+		float *probe_buf;
+		uint8_t force[64];		   /* gw_coll_auto_force(): ids, */
+		uint32_t nforce, iforce;	   /* their number, the next */
+		double tau[COLL_AUTO_IDS];	   /* ns per value, measured per codec */
+		uint32_t tau_epoch[COLL_AUTO_IDS]; /* in that exploration */
+		int8_t measured[COLL_AUTO_IDS];	   /* gw_codec_speed(): 1 done, -1 failed */
+		struct gw_codec_speed speed[COLL_AUTO_IDS];
+	} au;
 	uint64_t *offs; /* size + 1: the shards of a call given counts (coll_allreduce.c) */
 };
 
@@ -121,6 +149,20 @@ uint32_t coll_stream_of(struct gw_coll *c, uint64_t key);
  * -EINVAL (the ranks disagree: c->errmsg says how), or the transport's error. */
 int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op,
 		    unsigned lossy);
+
+/* coll_auto.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
+/* Look at the lossy group's links once (after coll_decide()). Return: 0, -ENOMEM. */
+int coll_auto_init(struct gw_coll *c);
+/* What this rank states in the call check: its choice, its rate class. */
+void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate);
+/* After the call check of a lossy call of n values: the owners' codec,
+ * and the probe if some rank asked for one. Return: 0 or the probe's error
+ * (coll_fail()). */
+int coll_auto_begin(struct gw_coll *c, uint64_t n);
+/* The isend flag for a lossy send to peer (owner: an owner's payload). */
+unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner);
+/* After a lossy call that succeeded: measure, and choose for the next. */
+void coll_auto_end(struct gw_coll *c);
 
 /* coll_ring.c */
 #define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */

@@ -129,10 +129,11 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 		return 0;
 	if (in_reduce_phase(g, u) || !g->lossy || !lossy_hop(c, next, cnt, got, u, g))
 		return gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt,
-				    g->lossy | GW_CTX_ZEROCOPY, r);
+				    g->lossy | GW_CTX_ZEROCOPY | coll_auto_flag(c, next, false), r);
 	if (u / g->nseg == (uint32_t)g->grp->size - 1) /* the owner's hop keeps the sent bits */
-		return gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_LOSSY,
-					 g->buf + off, r);
+		return gw_ctx_isend_sent(c->ctx, next, slot, g->buf + off, cnt,
+					 GW_CTX_LOSSY | coll_auto_flag(c, next, true), g->buf + off,
+					 r);
 	rc = gw_ctx_isend_fwd(c->ctx, next, slot, got, r);
 	if (rc == -EPROTO) /* next speaks another codec */
 		rc = gw_ctx_isend(c->ctx, next, slot, g->buf + off, cnt, GW_CTX_ZEROCOPY, r);

@@ -90,11 +90,14 @@ static const struct param table[] = {
 	  .names = algos },
 	{ .info = { "GRADWIRE_CODEC", "codec list", "none",
 		    "codec preference list for peers on other hosts, e.g. "
-		    "topk:ratio=0.01,int8,none (docs/codecs.md)" },
+		    "topk:ratio=0.01,int8,none (docs/codecs.md); or auto (each link "
+		    "chooses among " GW_CODEC_AUTO_DEFAULT " from its measured rate, "
+		    "and again when it changes) or auto:<list> (among that list)" },
 	  .type = T_CODECS,
 	  .off = OFF(codec) },
 	{ .info = { "GRADWIRE_CODEC_LOCAL", "codec list", NULL,
-		    "preference list for peers on this host. Unset: GRADWIRE_CODEC" },
+		    "preference list for peers on this host, or auto[:<list>]. Unset: "
+		    "GRADWIRE_CODEC" },
 	  .type = T_CODECS,
 	  .off = OFF(codec_local) },
 	{ .info = { "GRADWIRE_CODEC_FALLBACK", "boolean", "1",
@@ -227,7 +230,8 @@ static int parse(const struct param *p, const char *v, struct gw_config *cfg, ch
 		*(const char **)(void *)f = v;
 		return 0;
 	case T_CODECS:
-		if (gw_codec_list_parse(v, codecs, 8, e, sizeof(e)) < 0)
+		if (gw_codec_list_parse(gw_codec_auto_list(v) ? gw_codec_auto_list(v) : v, codecs,
+					8, e, sizeof(e)) < 0)
 			goto bad;
 		*(const char **)(void *)f = v;
 		return 0;

@@ -79,6 +79,9 @@ struct rank_info {
 	int64_t extra;	/* peak resident bytes beyond rss0 (the buffers included) */
 	uint64_t state; /* error feedback and codec state held */
 	double slope;	/* resident bytes per call over the last 3/4 */
+	char now[24];	/* GRADWIRE_CODEC=auto: the codec the link to the next
+			 * rank carries now, and how often this rank's links switched */
+	uint64_t switches;
 };
 
 /* Least-squares slope of y[from..n) against the call index. */
@@ -282,6 +285,11 @@ static double rel_err(const float *y, uint64_t n, int size, uint64_t off, uint64
  * is no farther from the sum than zero is (plus slack) is required. */
 static double bound_of(const char *codec)
 {
+	if (!strncmp(codec, "auto", 4)) /* the loosest of its set */
+		return strstr(codec, "topk") || strstr(codec, "randomk") ||
+				       strstr(codec, "onebit") || strstr(codec, "powersgd")
+			       ? 1.5
+			       : 5e-2;
 	if (!strncmp(codec, "none", 4))
 		return 1e-5;
 	if (!strncmp(codec, "fp16", 4))
@@ -339,6 +347,41 @@ static void sum_stats(struct gw_ctx *ctx, uint64_t *raw, uint64_t *wire)
 		*raw += s.raw_sent;
 		*wire += s.wire_sent;
 	}
+}
+
+/* auto's state of this rank's links into me (the statistics). */
+static void auto_stats(struct gw_ctx *ctx, struct rank_info *me)
+{
+	int size = gw_ctx_size(ctx), rank = gw_ctx_rank(ctx);
+	struct gw_conn_stats s;
+
+	me->switches = 0;
+	snprintf(me->now, sizeof(me->now), "-");
+	for (int p = 0; p < size; p++) {
+		if (p == rank || gw_ctx_stats(ctx, p, &s))
+			continue;
+		me->switches += s.switches;
+		if (p == (rank + 1) % size && s.codec_now[0])
+			snprintf(me->now, sizeof(me->now), "%.23s", s.codec_now);
+	}
+}
+
+/* The links' codecs now, one entry per rank (its link to the next). */
+static void print_links(const struct rank_info *all, int size, bool json)
+{
+	printf(json ? ", \"links\": [" : "# links now:");
+	for (int r = 0; r < size; r++) {
+		if (json) {
+			printf("%s{\"from\": %d, \"to\": %d, \"codec\": ", r ? ", " : "", r,
+			       (r + 1) % size);
+			json_str(all[r].now);
+			printf(", \"switches\": %llu}", (unsigned long long)all[r].switches);
+		} else {
+			printf(" %d>%d %s (%llu switches)", r, (r + 1) % size, all[r].now,
+			       (unsigned long long)all[r].switches);
+		}
+	}
+	printf(json ? "]" : "\n");
 }
 
 /* The collective timed: the allreduce, or with --op reduce_scatter the
@@ -412,6 +455,7 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 	sum_stats(ctx, &me.raw, &me.wire);
 	me.raw -= raw0;
 	me.wire -= wire0;
+	auto_stats(ctx, &me);
 	rc = gw_coll_allgather(c, &me, all, sizeof(me));
 	if (!rc)
 		rc = gw_coll_allgather(c, times, all_times, 2 * (size_t)o->iters * sizeof(double));
@@ -458,12 +502,17 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 		for (int r = 0; r < size; r++)
 			printf("%s%.3f", r ? ", " : "",
 			       bytes ? (double)all[r].extra / (double)bytes : 0.0);
-		printf("]}\n");
+		printf("]");
+		if (strncmp(codec, "auto", 4) == 0)
+			print_links(all, size, true);
+		printf("}\n");
 	} else {
 		printf("%12llu %11.1f %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
 		       (unsigned long long)bytes, med * 1e6, med_cpu * 1e6, algbw, busbw,
 		       wire ? (double)raw / (double)wire : 1.0, err, identical ? "yes" : "NO",
 		       overhead, (double)state / (1 << 20), codec, bad ? "  <- WRONG" : "");
+		if (strncmp(codec, "auto", 4) == 0)
+			print_links(all, size, false);
 	}
 	fflush(stdout);
 	fprintf(stderr, "gradwire-perf: %llu bytes done\n", (unsigned long long)bytes);

@@ -390,6 +390,9 @@ static int plugin_stats(struct gradwire_context *g, int peer, struct gradwire_st
 	snprintf(out->codec, sizeof(out->codec), "%s", s.codec);
 	snprintf(out->mac, sizeof(out->mac), "%s", s.mac_name);
 	snprintf(out->provider, sizeof(out->provider), "%s", s.provider);
+	snprintf(out->codec_now, sizeof(out->codec_now), "%.*s", (int)sizeof(out->codec_now) - 1,
+		 s.codec_now);
+	out->switches = s.switches;
 	out->fell_back = s.fell_back;
 	out->frames_sent = s.frames_sent;
 	out->frames_recv = s.frames_recv;

@@ -901,8 +901,8 @@ static int body_garbage_hello(int rank, int size, const char *dir, void *arg)
 		for (size_t i = 0; i < sizeof(junk); i++)
 			junk[i] = (uint8_t)(i * 37 + 1);
 		/* magic and this version (GW_HS_VERSION), then nonsense */
-		_Static_assert(GW_HS_VERSION == 4, "the junk speaks version 4");
-		memcpy(junk, "GWH1\x04\x00", 6);
+		_Static_assert(GW_HS_VERSION == 5, "the junk speaks version 5");
+		memcpy(junk, "GWH1\x05\x00", 6);
 		/* Round one: take rank 0's HELLO, answer with garbage. */
 		if (gw_tp_irecv_kind(tp, GW_TP_KIND_CTRL, 0, 0, 0, in, sizeof(in), &rr) ||
 		    gw_tp_isend_kind(tp, GW_TP_KIND_CTRL, 0, 0, 0, junk, sizeof(junk), &sr))

@@ -146,6 +146,48 @@ static void test_no_common_codec(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "[fp16] (fallback off)"));
 }
 
+/* auto: the shared set in the lower rank's order; nothing shared, or auto
+ * on one side only, fails naming both lists. */
+static void test_auto_sets(void)
+{
+	struct side a, b;
+	struct gw_hs_result ra, rb;
+	char err[512];
+
+	mk(&a, 0, "int8,fp16,none", GW_MAC_OFF, NULL, GW_HS_F_AUTO, 1);
+	mk(&b, 1, "none,bf16,int8", GW_MAC_OFF, NULL, GW_HS_F_AUTO, 2);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
+	CU_ASSERT_TRUE(ra.autoc && rb.autoc);
+	CU_ASSERT_EQUAL(ra.nset, 2);
+	CU_ASSERT_EQUAL(rb.nset, 2);
+	CU_ASSERT_EQUAL(ra.set[0].ops->id, GW_CODEC_INT8);
+	CU_ASSERT_EQUAL(ra.set[1].ops->id, GW_CODEC_NONE);
+	CU_ASSERT_EQUAL(rb.set[0].ops->id, GW_CODEC_INT8);
+	CU_ASSERT_EQUAL(rb.set[1].ops->id, GW_CODEC_NONE);
+	CU_ASSERT_EQUAL(ra.codec.ops->id, GW_CODEC_INT8);
+
+	mk(&a, 0, "int8,fp16", GW_MAC_OFF, NULL, GW_HS_F_AUTO | GW_HS_F_FALLBACK, 1);
+	mk(&b, 1, "bf16,none", GW_MAC_OFF, NULL, GW_HS_F_AUTO | GW_HS_F_FALLBACK, 2);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -ENOPROTOOPT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 0 allows [int8:bucket=512"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, " fp16], rank 1"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 1 allows [bf16 none]"));
+
+	mk(&a, 0, "int8,none", GW_MAC_OFF, NULL, GW_HS_F_AUTO, 1);
+	mk(&b, 1, "int8,none", GW_MAC_OFF, NULL, 0, 2);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), -ENOPROTOOPT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 0 sets GRADWIRE_CODEC=auto"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "rank 1 a fixed list"));
+
+	/* Without auto the set is the one codec chosen. */
+	mk(&a, 0, "int8,none", GW_MAC_OFF, NULL, 0, 1);
+	mk(&b, 1, "none,int8", GW_MAC_OFF, NULL, 0, 2);
+	CU_ASSERT_EQUAL(decide(&a, &b, &ra, &rb, err, sizeof(err)), 0);
+	CU_ASSERT_FALSE(ra.autoc);
+	CU_ASSERT_EQUAL(ra.nset, 1);
+	CU_ASSERT_EQUAL(ra.set[0].ops->id, GW_CODEC_INT8);
+}
+
 static void test_local_lists(void)
 {
 	struct side a, b;
@@ -362,6 +404,7 @@ int main(void)
 	static CU_TestInfo tests[] = {
 		{ "codec choice: equal, different lists, parameters", test_codec_choice },
 		{ "no common codec, with and without fallback", test_no_common_codec },
+		{ "auto: the shared set, none shared, auto on one side", test_auto_sets },
 		{ "local vs remote lists", test_local_lists },
 		{ "MAC required/optional/off, algorithm, wrong key", test_mac_matrix },
 		{ "version skew", test_version_skew },

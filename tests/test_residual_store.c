@@ -91,9 +91,18 @@ static void test_codec_change_and_growth(void)
 	CU_ASSERT_EQUAL(gw_rstore_get(rs, 0, 0, 16, &a, &e, &reshaped), 0);
 	CU_ASSERT_EQUAL(e->state_len, gw_codec_state_size(&a, 16));
 	e->res.buf[2] = 3;
+	e->state[0] = 7;
+	/* Another codec (auto switched): the residual carries over, the codec's
+	 * state starts anew, and nothing counts as a reset. */
 	CU_ASSERT_EQUAL(gw_rstore_get(rs, 0, 0, 16, &b, &e, &reshaped), 0);
-	CU_ASSERT_EQUAL(reshaped, 1); /* a residual of another codec */
-	CU_ASSERT_EQUAL(e->res.buf[2], 0.0f);
+	CU_ASSERT_EQUAL(reshaped, 0);
+	CU_ASSERT_EQUAL(e->res.buf[2], 3.0f);
+	CU_ASSERT_EQUAL(e->codec_id, b.ops->id);
+	CU_ASSERT_EQUAL(e->state_len, gw_codec_state_size(&b, 16));
+	CU_ASSERT_EQUAL(gw_rstore_resets(rs), 0);
+	CU_ASSERT_EQUAL(gw_rstore_get(rs, 0, 0, 16, &a, &e, &reshaped), 0);
+	CU_ASSERT_EQUAL(e->res.buf[2], 3.0f);
+	CU_ASSERT_TRUE(e->state_len == 0 || e->state[0] == 0);
 	for (uint32_t p = 0; p < 40; p++) /* grow past several doublings */
 		for (uint32_t s = 0; s < 10; s++)
 			CU_ASSERT_EQUAL(gw_rstore_get(rs, p, s, p + s, &b, &e, &reshaped), 0);

@@ -71,6 +71,27 @@ struct gw_conn_stats {
 	uint64_t rejected;     /* other malformed or unexpected frames */
 	uint64_t timeouts, errors;
 	uint64_t residual_resets;
+	/* auto (GRADWIRE_CODEC=auto): the codec the link to the peer carries
+	 * now, as a spec ("" before the first choice), and how often it
+	 * changed (gw_ctx_link_codec()). Otherwise codec and 0. */
+	char codec_now[GW_HS_SPEC_MAX + 1];
+	uint64_t switches;
+};
+
+/* Codec wire ids that gw_ctx_flow counts values for. */
+#define GW_FLOW_CODECS 8
+
+/**
+ * struct gw_ctx_flow - the tensor frames received from a peer on an auto
+ * connection since the last gw_ctx_flow_take(): what its rate is measured
+ * from. The first frame's start is unknown, so a rate is
+ * (bytes - first_bytes) / (t_last - t_first).
+ */
+struct gw_ctx_flow {
+	uint64_t frames, bytes;		 /* frames, their wire bytes */
+	uint64_t first_bytes;		 /* the earliest frame's */
+	int64_t t_first, t_last;	 /* the earliest and latest arrival, ns */
+	uint64_t values[GW_FLOW_CODECS]; /* values received, per codec wire id */
 };
 
 struct gw_ctx;
@@ -106,6 +127,12 @@ struct gw_ctx_req {
  * Used where the connection has no MAC (nothing unverified is ever written
  * to y) and the provider needs no registration; elsewhere a frame buffer. */
 #define GW_CTX_ZEROCOPY 0x4u
+/* isend with GW_CTX_LOSSY on an auto connection: encode with the codec of
+ * wire id `id` if the connection's set holds it (`none`: the values plus
+ * their residual go exactly, and the residual is cleared), else with its
+ * default. The payload names its codec, under the MAC, and the receiver
+ * decodes it as named once it checked the set holds it. */
+#define GW_CTX_CODEC(id) ((((unsigned)(id)) + 1u) << 8)
 
 /**
  * gw_ctx_create() - connect rank to its size - 1 peers and negotiate.
@@ -309,8 +336,25 @@ int gw_ctx_log_level(const struct gw_ctx *ctx);
  */
 int gw_ctx_mac_algs_check(const char *list);
 
-/** gw_ctx_codec() - the codec negotiated with peer. */
+/** gw_ctx_codec() - the codec negotiated with peer (auto: the default). */
 const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
+/**
+ * gw_ctx_codec_set() - the codecs an auto connection to peer may carry, in
+ * the lower rank's order (*set: the array). Return: their number, or 0 when
+ * the connection is not auto (or peer is not a peer).
+ */
+int gw_ctx_codec_set(const struct gw_ctx *ctx, int peer, const struct gw_codec **set);
+/**
+ * gw_ctx_link_codec() - record auto's choice for the link to peer: codec
+ * wire id `id` of its set (the statistics' codec_now; a change counts a
+ * switch). Return: 0, -EINVAL (not an auto peer), -ENOENT (not in the set).
+ */
+int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id);
+/**
+ * gw_ctx_flow_take() - what arrived from peer since the last call (struct
+ * gw_ctx_flow), and start counting anew. Return: 0, -EINVAL.
+ */
+int gw_ctx_flow_take(struct gw_ctx *ctx, int peer, struct gw_ctx_flow *out);
 int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s);
 void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f);
 /** Set where gw_ctx_destroy() prints statistics (NULL: nowhere). */

@@ -272,6 +272,58 @@ const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer)
 	return &ctx->conns[peer].hs.codec;
 }
 
+int gw_ctx_codec_set(const struct gw_ctx *ctx, int peer, const struct gw_codec **set)
+{
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || !ctx->conns[peer].hs.autoc)
+		return 0;
+	*set = ctx->conns[peer].hs.set;
+	return ctx->conns[peer].hs.nset;
+}
+
+int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id)
+{
+	struct conn *c;
+	char now[sizeof(c->st.codec_now)];
+
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || !ctx->conns[peer].hs.autoc)
+		return -EINVAL;
+	c = &ctx->conns[peer];
+	for (int i = 0; i < c->hs.nset; i++) {
+		if (c->hs.set[i].ops->id != id)
+			continue;
+		if (gw_codec_format(&c->hs.set[i], now, sizeof(now)) < 0)
+			now[0] = '\0';
+		if (c->st.codec_now[0] && strcmp(now, c->st.codec_now))
+			c->st.switches++;
+		memcpy(c->st.codec_now, now, sizeof(now));
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int gw_ctx_flow_take(struct gw_ctx *ctx, int peer, struct gw_ctx_flow *out)
+{
+	if (peer < 0 || peer >= ctx->size || peer == ctx->rank)
+		return -EINVAL;
+	*out = ctx->conns[peer].flow;
+	memset(&ctx->conns[peer].flow, 0, sizeof(*out));
+	return 0;
+}
+
+/* "auto:" and the set's specs, comma-separated, as far as len allows. */
+static void set_format(const struct gw_hs_result *hs, char *s, size_t len)
+{
+	size_t o = (size_t)snprintf(s, len, "auto:");
+
+	for (int i = 0; i < hs->nset && o < len; i++) {
+		char spec[GW_HS_SPEC_MAX + 1];
+
+		if (gw_codec_format(&hs->set[i], spec, sizeof(spec)) < 0)
+			break;
+		o += (size_t)snprintf(s + o, len - o, "%s%s", i ? "," : "", spec);
+	}
+}
+
 uint64_t gw_ctx_min_compress_bytes(const struct gw_ctx *ctx)
 {
 	return ctx->min_compress_bytes;
@@ -345,8 +397,12 @@ int gw_ctx_stats(const struct gw_ctx *ctx, int peer, struct gw_conn_stats *s)
 		return -EINVAL;
 	c = &ctx->conns[peer];
 	*s = c->st;
-	if (c->hs.codec.ops)
+	if (c->hs.autoc)
+		set_format(&c->hs, s->codec, sizeof(s->codec));
+	else if (c->hs.codec.ops)
 		gw_codec_format(&c->hs.codec, s->codec, sizeof(s->codec));
+	if (!c->hs.autoc)
+		memcpy(s->codec_now, s->codec, sizeof(s->codec_now));
 	s->mac = c->hs.mac;
 	snprintf(s->mac_name, sizeof(s->mac_name), "%s", gw_mac_alg_name(c->hs.mac));
 	snprintf(s->provider, sizeof(s->provider), "%s", gw_tp_peer_provider(ctx->tp, peer));
@@ -365,7 +421,7 @@ void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f)
 			"gradwire[%d]: peer %d over %s codec %s%s mac %s | sent %llu frames "
 			"%llu B raw %llu B wire (x%.2f) | recv %llu frames %llu B raw "
 			"%llu B wire | mac failures %llu rejected %llu timeouts %llu "
-			"errors %llu residual resets %llu\n",
+			"errors %llu residual resets %llu",
 			ctx->rank, p, s.provider, s.codec, s.fell_back ? " (fallback)" : "",
 			s.mac_name, (unsigned long long)s.frames_sent,
 			(unsigned long long)s.raw_sent, (unsigned long long)s.wire_sent,
@@ -374,6 +430,10 @@ void gw_ctx_stats_print(const struct gw_ctx *ctx, FILE *f)
 			(unsigned long long)s.wire_recv, (unsigned long long)s.mac_failures,
 			(unsigned long long)s.rejected, (unsigned long long)s.timeouts,
 			(unsigned long long)s.errors, (unsigned long long)s.residual_resets);
+		if (ctx->conns[p].hs.autoc)
+			fprintf(f, " | now %s, %llu switches", s.codec_now[0] ? s.codec_now : "-",
+				(unsigned long long)s.switches);
+		fputc('\n', f);
 	}
 }
 

@@ -251,6 +251,10 @@ static int hello_for(const struct gw_ctx_cfg *cfg, const struct gw_hs_hello *bas
 	x->me = *base;
 	if (local)
 		x->me.flags |= GW_HS_F_LOCAL;
+	if (gw_codec_auto_list(list)) {
+		x->me.flags |= GW_HS_F_AUTO;
+		list = gw_codec_auto_list(list);
+	}
 	rc = codec_list(list, &x->me,
 			local && cfg->codec_local ? "GRADWIRE_CODEC_LOCAL" : "GRADWIRE_CODEC", err,
 			errlen);

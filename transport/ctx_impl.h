@@ -48,6 +48,7 @@ struct conn {
 	struct gw_mac *tx, *rx;
 	struct gw_map slots; /* slot -> struct conn_slot */
 	struct gw_conn_stats st;
+	struct gw_ctx_flow flow; /* auto: what arrived since the last take */
 };
 
 struct gw_ctx {

@@ -59,12 +59,47 @@ static int post_recv(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind, voi
 	return 0;
 }
 
-/* Receive bound: the negotiated codec or `none` (small or exact tensors). */
+/* Receive bound: the largest of the negotiated codecs' (auto: any of the
+ * set may come) and `none`'s (small or exact tensors). */
 static size_t tensor_bound(const struct conn *c, const struct gw_codec *none, uint64_t n)
 {
-	size_t a = gw_payload_bound(&c->hs.codec, n), b = gw_payload_bound(none, n);
+	size_t b = gw_payload_bound(none, n);
 
-	return gw_frame_bound(a > b ? a : b, c->hs.mac);
+	for (int i = 0; i < c->hs.nset; i++) {
+		size_t a = gw_payload_bound(&c->hs.set[i], n);
+
+		b = a > b ? a : b;
+	}
+	return gw_frame_bound(b, c->hs.mac);
+}
+
+/* Whether a lossy frame may carry codec id on c: the negotiated one, or
+ * any of the set under auto. */
+static bool codec_agreed(const struct conn *c, unsigned id)
+{
+	for (int i = 0; i < c->hs.nset; i++)
+		if (c->hs.set[i].ops->id == id)
+			return true;
+	return false;
+}
+
+/* A tensor frame of flen bytes and n values of codec id arrived at t (ns):
+ * what auto's rate comes from (gw_ctx_flow_take()). */
+static void flow_add(struct conn *c, size_t flen, uint64_t n, unsigned id, int64_t t)
+{
+	struct gw_ctx_flow *f = &c->flow;
+
+	if (!c->hs.autoc || !t)
+		return;
+	if (!f->frames || t < f->t_first) {
+		f->first_bytes = flen;
+		f->t_first = t;
+	}
+	f->t_last = t > f->t_last ? t : f->t_last;
+	f->frames++;
+	f->bytes += flen;
+	if (id < GW_FLOW_CODECS)
+		f->values[id] += n;
 }
 
 int gw_ctx_irecv(struct gw_ctx *ctx, int peer, uint32_t slot, float *y, uint64_t n, unsigned flags,
@@ -170,7 +205,7 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, struct conn_slot *c
 		goto reject;
 	rc = -EPROTO;
 	why = "a codec the connection did not negotiate";
-	if (p.id != GW_CODEC_NONE && (p.id != c->hs.codec.ops->id || !(h.flags & GW_FRAME_F_LOSSY)))
+	if (p.id != GW_CODEC_NONE && (!codec_agreed(c, p.id) || !(h.flags & GW_FRAME_F_LOSSY)))
 		goto reject;
 	rc = r->add ? gw_payload_decode_add(body, h.len, r->dst, r->n)
 		    : gw_payload_decode(body, h.len, r->dst, r->n);
@@ -179,6 +214,7 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, struct conn_slot *c
 		goto reject;
 	r->payload = body;
 	r->payload_len = h.len;
+	flow_add(c, flen, r->n, p.id, r->tp.done_ns);
 accept:
 	c->st.frames_recv++;
 	c->st.wire_recv += flen;

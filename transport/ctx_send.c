@@ -94,9 +94,24 @@ static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs, const float *
 
 bool gw_ctx_compresses(const struct gw_ctx *ctx, int peer, uint64_t n)
 {
-	const struct gw_codec *codec = &ctx->conns[peer].hs.codec;
+	const struct gw_hs_result *hs = &ctx->conns[peer].hs;
+	bool lossy = hs->codec.ops->lossy;
 
-	return codec->ops->lossy && n * sizeof(float) >= ctx->min_compress_bytes;
+	for (int i = 0; hs->autoc && i < hs->nset; i++)
+		lossy |= hs->set[i].ops->lossy;
+	return lossy && n * sizeof(float) >= ctx->min_compress_bytes;
+}
+
+/* The codec a lossy send on c uses: the default, or under auto the one
+ * GW_CTX_CODEC() in flags names when the set holds it. */
+static const struct gw_codec *send_codec(const struct conn *c, unsigned flags)
+{
+	unsigned want = flags >> 8 & 0xffu;
+
+	for (int i = 0; c->hs.autoc && want && i < c->hs.nset; i++)
+		if (c->hs.set[i].ops->id == want - 1)
+			return &c->hs.set[i];
+	return &c->hs.codec;
 }
 
 int gw_ctx_isend(struct gw_ctx *ctx, int peer, uint32_t slot, const float *x, uint64_t n,
@@ -120,7 +135,7 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *
 		return rc;
 	if (cs->sbusy)
 		return -EBUSY;
-	codec = &cs->c->hs.codec;
+	codec = send_codec(cs->c, flags);
 	r->lossy = (flags & GW_CTX_LOSSY) && gw_ctx_compresses(ctx, peer, n);
 	if (!r->lossy && !sent && (flags & GW_CTX_ZEROCOPY) && n * sizeof(float) >= GATHER_MIN &&
 	    gw_tp_can_sendv(ctx->tp, 3)) {
@@ -220,7 +235,7 @@ int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot, const struct g
 	rc = ctx_req_begin(ctx, peer, slot, from->payload, p.n, r, &cs);
 	if (rc)
 		return rc;
-	if (p.id != GW_CODEC_NONE && p.id != cs->c->hs.codec.ops->id)
+	if (p.id != GW_CODEC_NONE && send_codec(cs->c, GW_CTX_CODEC(p.id))->ops->id != p.id)
 		return -EPROTO;
 	if (cs->sbusy)
 		return -EBUSY;

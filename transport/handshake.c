@@ -27,6 +27,12 @@
  *    rank also lists, with the lower rank's parameters; none in common: `none`
  *    if both allow fallback (err then holds the warning both sides log,
  *    naming both lists), else the connection fails;
+ *  - auto (GW_HS_F_AUTO, GRADWIRE_CODEC=auto[:list]): both sides must set it
+ *    (one side only fails the connection, naming both lists); the allowed
+ *    set is every codec of the lower rank's list that the higher rank also
+ *    lists, in that order, with the lower rank's parameters; its first is
+ *    the default; nothing in common fails the connection naming both lists
+ *    (no fallback: the user asked for a choice among these);
  *  - MAC: on when both sides hold a key and neither has it off; failing that,
  *    a side that requires it fails the connection; the algorithm is the first
  *    of the lower rank's list the other also lists;
@@ -295,11 +301,33 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 	if (rc)
 		return rc;
 
-	/* Codec: the lower rank's preference order. */
-	for (int i = 0; i < lo->ncodecs && !r->codec.ops; i++)
+	/* Codec: the lower rank's preference order (auto: every shared one). */
+	if ((lo->flags ^ hi->flags) & GW_HS_F_AUTO) {
+		const struct gw_hs_hello *a = lo->flags & GW_HS_F_AUTO ? lo : hi;
+		const struct gw_hs_hello *f = a == lo ? hi : lo;
+
+		snprintf(err, errlen,
+			 "rank %u sets GRADWIRE_CODEC=auto [%s], rank %u a fixed list [%s]: "
+			 "either every rank uses auto or none does",
+			 a->rank, a->list, f->rank, f->list);
+		return -ENOPROTOOPT;
+	}
+	r->autoc = (lo->flags & GW_HS_F_AUTO) != 0;
+	for (int i = 0; i < lo->ncodecs && (r->autoc || !r->nset); i++)
 		for (int j = 0; j < hi->ncodecs; j++)
-			if (lo->codecs[i].ops->id == hi->codecs[j].ops->id)
-				r->codec = lo->codecs[i];
+			if (lo->codecs[i].ops->id == hi->codecs[j].ops->id) {
+				r->set[r->nset++] = lo->codecs[i];
+				break;
+			}
+	if (r->nset)
+		r->codec = r->set[0];
+	if (!r->codec.ops && r->autoc) {
+		snprintf(err, errlen,
+			 "no common codec for GRADWIRE_CODEC=auto: rank %u allows [%s], "
+			 "rank %u allows [%s]",
+			 lo->rank, lo->list, hi->rank, hi->list);
+		return -ENOPROTOOPT;
+	}
 	if (!r->codec.ops) {
 		if (!(lo->flags & hi->flags & GW_HS_F_FALLBACK)) {
 			snprintf(err, errlen,
@@ -310,6 +338,8 @@ int gw_hs_decide(const struct gw_hs_hello *me, const uint8_t *me_raw, size_t me_
 			return -ENOPROTOOPT;
 		}
 		gw_codec_init(&r->codec, gw_codec_find("none"));
+		r->set[0] = r->codec;
+		r->nset = 1;
 		r->fell_back = true;
 		/* Not an error, but a link that silently loses its codec costs
 		 * the user the bandwidth they asked for: both sides warn with

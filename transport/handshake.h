@@ -17,7 +17,7 @@
 #include "gradwire/codec.h"
 #include "mac.h"
 
-#define GW_HS_VERSION 4
+#define GW_HS_VERSION 5
 #define GW_HS_NONCE 32
 #define GW_HS_MAX_CODECS 8
 #define GW_HS_MAX_ALGS 4
@@ -38,7 +38,8 @@ enum gw_mac_mode {
 #define GW_HS_F_HAS_KEY 0x1u  /* the sender holds a pre-shared key */
 #define GW_HS_F_FALLBACK 0x2u /* it accepts `none` when no codec is common */
 #define GW_HS_F_LOCAL 0x4u    /* it believes the peer is on its host */
-#define GW_HS_F_KNOWN 0x7u
+#define GW_HS_F_AUTO 0x8u     /* its list is a set to choose from (auto) */
+#define GW_HS_F_KNOWN 0xfu
 
 /**
  * struct gw_hs_agree - a value every rank of the job must set alike (the
@@ -69,7 +70,10 @@ struct gw_hs_hello {
 
 /** struct gw_hs_result - what both sides agreed on. */
 struct gw_hs_result {
-	struct gw_codec codec;
+	struct gw_codec codec; /* the codec (auto: the default, set[0]) */
+	bool autoc;	       /* auto: any of set[] may carry a frame */
+	uint8_t nset;	       /* auto: the shared codecs; else 1 (codec) */
+	struct gw_codec set[GW_HS_MAX_CODECS];
 	bool fell_back;	     /* no common codec: `none` by fallback */
 	enum gw_mac_alg mac; /* GW_MAC_NONE: frames carry no tag */
 	uint8_t key_send[GW_MAC_KEY_LEN], key_recv[GW_MAC_KEY_LEN];

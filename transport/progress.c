@@ -71,6 +71,14 @@ int64_t gw_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t gw_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* ---- op pool -------------------------------------------------------------- */
 
 static struct tp_op *op_get(struct gw_tp *tp)
@@ -147,6 +155,7 @@ static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
 		return;
 	}
 	op->result = result;
+	op->done_ns = gw_now_ns();
 	op->state = OP_DONE;
 }
 
@@ -705,6 +714,7 @@ static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 	if (op_lost(tp, op) && why != -ECANCELED)
 		why = -ECONNRESET; /* withdrawn because its peer is gone */
 	result = op->state == OP_ORPHAN ? why : op->result;
+	req->done_ns = op->state == OP_ORPHAN ? 0 : op->done_ns;
 	if (op->cancelling && result == -ECANCELED)
 		result = why;
 	if (result != -ECANCELED) /* not withdrawn on purpose: says how the peer is */

@@ -173,6 +173,22 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 	}
 	if (e && e->pending)
 		return -EBUSY;
+	if (e && e->res.n == n && (e->res.buf || !n)) {
+		/* Another codec (auto switched): the residual is floats either
+		 * way and carries over; only the codec's state starts anew. */
+		uint8_t *state = NULL;
+
+		if (state_len > RSTORE_STATE_MAX)
+			return -EINVAL;
+		if (state_len && !(state = calloc(1, state_len)))
+			return -ENOMEM;
+		free(e->state);
+		e->state = state;
+		e->state_len = state_len;
+		e->codec_id = c->ops->id;
+		*out = e;
+		return 0;
+	}
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)

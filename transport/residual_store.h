@@ -35,9 +35,11 @@ void gw_rstore_destroy(struct gw_rstore *rs);
 
 /**
  * gw_rstore_get() - the entry of (peer, slot), shaped for n values of codec c.
- * Created zeroed on first use. A different n (or codec) re-zeroes the
- * residual and the state, counts a reset and says so through *reshaped, never
- * truncating. An entry with a pending send cannot be reshaped (-EBUSY).
+ * Created zeroed on first use. A different n re-zeroes the residual and the
+ * state, counts a reset and says so through *reshaped, never truncating. A
+ * different codec with the same n (GRADWIRE_CODEC=auto switched) keeps the
+ * residual, floats whatever the codec, and starts the codec's state at zero.
+ * An entry with a pending send cannot be reshaped (-EBUSY).
  * Return: 0, -ENOMEM, -EBUSY, -EINVAL.
  */
 int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n,

@@ -313,6 +313,7 @@ struct tp_op;
 struct gw_tp_req {
 	struct tp_op *op;
 	ssize_t result;
+	int64_t done_ns; /* when its completion was read (CLOCK_MONOTONIC), or 0 */
 };
 
 /**
@@ -419,6 +420,8 @@ ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void
 
 /** gw_now_ms() - CLOCK_MONOTONIC in milliseconds (for deadlines). */
 int64_t gw_now_ms(void);
+/** gw_now_ns() - CLOCK_MONOTONIC in nanoseconds (for rates). */
+int64_t gw_now_ns(void);
 
 /*
  * gw_tp_same_ip() - whether two fi_getname() addresses of format fmt
@@ -452,6 +455,7 @@ struct tp_op {
 	size_t len;	   /* send length or receive cap */
 	struct fid_mr *mr; /* per-request registration, or NULL */
 	ssize_t result;
+	int64_t done_ns; /* when its completion was read */
 };
 
 #define TP_LINKS 2

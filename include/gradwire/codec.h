@@ -215,6 +215,17 @@ GW_API int gw_codec_parse(const char *spec, struct gw_codec *c, char *err, size_
 GW_API int gw_codec_list_parse(const char *list, struct gw_codec *out, int max, char *err,
 			       size_t errlen);
 
+/* What plain GRADWIRE_CODEC=auto may choose from: codecs whose error stays
+ * within fp16's and int8's class (docs/codecs.md, "auto"). */
+#define GW_CODEC_AUTO_DEFAULT "int8,fp16,bf16,none"
+
+/**
+ * gw_codec_auto_list() - the list of an auto spec: "auto" gives
+ * GW_CODEC_AUTO_DEFAULT, "auto:<list>" gives <list>; anything else is not
+ * auto and gives NULL. The list still has to pass gw_codec_list_parse().
+ */
+GW_API const char *gw_codec_auto_list(const char *spec);
+
 /**
  * gw_codec_init() - configure ops with its default parameters.
  */
@@ -299,6 +310,34 @@ GW_API int gw_payload_decode(const void *buf, size_t len, float *y, uint64_t n);
 
 /** gw_payload_decode_add() - like gw_payload_decode(), but acc[i] += value. */
 GW_API int gw_payload_decode_add(const void *buf, size_t len, float *acc, uint64_t n);
+
+/* ---- measuring a codec -------------------------------------------------- */
+
+/** struct gw_codec_speed - what one codec costs on this host (gw_codec_speed()). */
+struct gw_codec_speed {
+	double enc_ns; /* ns per value: gw_payload_encode() with error feedback */
+	double dec_ns; /* ns per value: decode and add into an accumulator */
+	double bpv;    /* wire bytes per value of the payload (header included) */
+};
+
+/**
+ * gw_codec_speed() - measure c on this host on n values (0: 256K) of the codec
+ * bench's data: median of 5 interleaved runs each of encode (with residual)
+ * and decode-add. Never cached here (the caller keeps it).
+ *
+ * Encode is gw_payload_encode() with a fresh stream's state, scratch and a
+ * residual, as the transport sends; decode-add is gw_payload_decode_add(), as
+ * the transport receives (the registry's best decoder for c's wire id). One
+ * untimed warm-up round comes first, so the timed rounds are a stream's steps
+ * 2 to 6: a powersgd whose warmup parameter exceeds 1 is measured (partly)
+ * in its uncompressed form. Small n (below some thousands) gives noisy
+ * figures. Takes some milliseconds at the default n; out is written only on
+ * success.
+ * Return: 0, -EINVAL (c, c->ops or out NULL, n > GW_MAX_ELEMS, or an
+ * implementation this CPU cannot run), -ENOMEM, or the codec's error (from
+ * its encode or decode, e.g. -EINVAL for parameters it rejects).
+ */
+GW_API int gw_codec_speed(const struct gw_codec *c, uint64_t n, struct gw_codec_speed *out);
 
 /* ---- residuals ---------------------------------------------------------- */
 

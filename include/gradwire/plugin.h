@@ -72,6 +72,10 @@ struct gradwire_store {
  *            "tcp;ofi_rxm", "shm", "verbs;ofi_rxm"). Added after v1's first
  *            release in place of four reserved words, so the size is
  *            unchanged; an older library leaves it empty.
+ * @codec_now: with GRADWIRE_CODEC=auto, the codec the link to the peer
+ *             carries now ("" before its first choice); else @codec, cut
+ *             to 23 characters. @switches: how often auto changed it. Both
+ *             in place of reserved words, as @provider.
  */
 struct gradwire_stats {
 	char codec[128];
@@ -85,7 +89,8 @@ struct gradwire_stats {
 	uint64_t timeouts, errors;
 	uint64_t residual_resets;
 	char provider[32];
-	uint64_t reserved[4];
+	char codec_now[24];
+	uint64_t switches;
 };
 
 /* A rank's connections to its peers and its collectives; opaque. */

@@ -48,7 +48,8 @@ class Stats(ctypes.Structure):
                 ("timeouts", ctypes.c_uint64), ("errors", ctypes.c_uint64),
                 ("residual_resets", ctypes.c_uint64),
                 ("provider", ctypes.c_char * 32),
-                ("reserved", ctypes.c_uint64 * 4)]
+                ("codec_now", ctypes.c_char * 24),
+                ("switches", ctypes.c_uint64)]
 
 
 _F = ctypes.CFUNCTYPE

@@ -393,7 +393,10 @@ class State:
         rank, size, ranks (the group's global ranks), steps, timeout_ms and
         timeout_source ("process group", GRADWIRE_TIMEOUT_MS, ...);
         links: {peer's group rank: {global_rank, codec, provider, fell_back,
-            raw_sent, wire_sent, raw_recv, wire_recv, timeouts, errors}},
+            raw_sent, wire_sent, raw_recv, wire_recv, timeouts, errors,
+            codec_now, switches}}, where with GRADWIRE_CODEC=auto codec
+            is the set ("auto:int8,...") and codec_now what the link to
+            that peer carries now, switches how often it changed,
             the library's counters of each connection (raw: tensor bytes in
             frames; wire: the frames' bytes, handshake and agreement
             included);
@@ -420,7 +423,9 @@ class State:
                         "fell_back": bool(s.fell_back),
                         "raw_sent": s.raw_sent, "wire_sent": s.wire_sent,
                         "raw_recv": s.raw_recv, "wire_recv": s.wire_recv,
-                        "timeouts": s.timeouts, "errors": s.errors}
+                        "timeouts": s.timeouts, "errors": s.errors,
+                        "codec_now": s.codec_now.decode(errors="replace"),
+                        "switches": s.switches}
         raw = sum(x["raw_sent"] for x in links.values())
         wire = sum(x["wire_sent"] for x in links.values())
         return {"rank": self.rank, "size": self.size, "ranks": list(self.group_ranks),
@@ -683,7 +688,10 @@ def _summary_line(s):
     """State.summary() as one line for the log."""
     groups = {}
     for p, x in sorted(s["links"].items()):
-        key = (x["codec"], x["provider"], x["fell_back"])
+        codec = x["codec"]
+        if codec.startswith("auto"):  # what the link carries now, and how often it changed
+            codec = f"{codec} now {x['codec_now'] or '-'} ({x['switches']} switches)"
+        key = (codec, x["provider"], x["fell_back"])
         groups.setdefault(key, []).append(str(p))
     links = []
     for (codec, provider, fell_back), peers in groups.items():

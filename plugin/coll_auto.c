@@ -1,0 +1,499 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coll_auto.c - GRADWIRE_CODEC=auto: each link's codec, chosen from what the
+ * link measures, and chosen again when that changes (docs/codecs.md, "auto").
+ *
+ * Who chooses. The receiver of a link, for what it receives. Each rank
+ * states its choice (a codec wire id) and its link's rate in the call
+ * check's descriptor (coll.c), so after the check every rank knows every
+ * rank's, and a sender encodes what it sends to rank p with p's choice
+ * from that call on: both ends switch at the same call boundary. The
+ * payload names its codec under the MAC, and the receiver checks it is one
+ * of the connection's set (transport/ctx_recv.c).
+ *
+ * One encoding that reaches several links, the owner's allgather payload
+ * (forwarded along the ring), uses the choice of the slowest link: the
+ * rank that states the lowest rate, the lowest such rank on a tie. Every
+ * rank computes the same from the same descriptors, so every replica keeps
+ * the same bits (the owner rule holds per call).
+ *
+ * What a rank measures:
+ *  - the rate into it: each lossy call's frames from its lossy group
+ *    (the ring's previous rank, or every peer of the direct
+ *    reduce-scatter), wire bytes over the time from the first frame's
+ *    arrival to the last's (the first frame's bytes left out). When the
+ *    codecs' cost on this host would explain that time, the senders were
+ *    the bottleneck and the sample only bounds the rate from below (it may
+ *    raise the estimate, never lower it); other samples are smoothed, half
+ *    the old and half the new. A probe (PROBE_FRAMES exact frames from
+ *    each member to its next, received by polling) gives the first value
+ *    and a fresh one at every exploration;
+ *  - each codec's cost on this host, gw_codec_speed(), once;
+ *  - each call's time per value (the data phase, after the check).
+ *
+ * The rule. A codec's time on a call is predicted as
+ *   cpu(k) = values x (encode + decode ns per value)
+ *   wire(k) = values x wire bytes per value / rate
+ *   T(k) = max(cpu, wire) + OVERLAP_REST x min(cpu, wire)
+ * and measured by running it. An exploration runs each codec of the set
+ * for one call, all ranks in the same calls (it starts when some rank asks
+ * for it in the call check: at the first lossy call, and when a rank's
+ * call time per value moved by CHANGE or more), except codecs the
+ * prediction puts at PRUNE times the best or worse (on a slow link,
+ * `none`). Then the fastest measured codec is chosen. Between
+ * explorations the current codec's time keeps being measured, and a switch
+ * to another explored codec needs GAIN for STREAK calls in a row, so that
+ * the choice does not flap on noise.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "coll_impl.h"
+
+#define PROBE_FRAMES 4
+#define PROBE_VALUES (64u << 10) /* 256 KiB per frame */
+#define PROBE_STEP 1024u	 /* the probe's slots: the call check's, from here */
+#define GAIN 1.15		 /* a switch must be this much faster */
+#define STREAK 3		 /* ... for this many calls in a row */
+#define CHANGE 1.6		 /* a rate or a call time that moved this much */
+#define QUIET 6u		 /* calls after an exploration before the next */
+#define PRUNE 6.0		 /* predicted this many times the best: not tried */
+#define OVERLAP_REST 0.25	 /* what is left of the smaller part (above) */
+#define SENDER_BOUND 1.5	 /* arrivals within 1.5x the codecs' time */
+
+_Static_assert(PROBE_STEP + PROBE_FRAMES <= (1u << STEP_BITS) && PROBE_STEP >= 32,
+	       "the probe's slots follow the call check's rounds");
+
+#define alog(c, lvl, ...) gw_log(gw_ctx_log_level((c)->ctx), (lvl), (c)->rank, __VA_ARGS__)
+
+/* The group whose links may compress (coll_hier.c decided it). */
+static const struct coll_group *lossy_group(const struct gw_coll *c)
+{
+	return c->hier ? &c->cross : &c->world;
+}
+
+/* The set of the first auto connection of the lossy group, or 0. */
+static int auto_set(const struct gw_coll *c, const struct gw_codec **set)
+{
+	const struct coll_group *g = lossy_group(c);
+
+	for (int d = 1; d < g->size; d++) {
+		int n = gw_ctx_codec_set(c->ctx, group_peer(g, d), set);
+
+		if (n)
+			return n;
+	}
+	return 0;
+}
+
+/* The cost of codec k on this host, measured once; NULL if it failed. */
+static const struct gw_codec_speed *speed_of(struct gw_coll *c, const struct gw_codec *k)
+{
+	struct coll_auto *a = &c->au;
+	unsigned id = k->ops->id;
+
+	if (id >= COLL_AUTO_IDS)
+		return NULL;
+	if (!a->measured[id]) {
+		a->measured[id] = gw_codec_speed(k, 0, &a->speed[id]) ? -1 : 1;
+		alog(c, GW_LOG_DEBUG, "auto: %s costs %.2f + %.2f ns per value, %.3f wire bytes",
+		     k->ops->name, a->speed[id].enc_ns, a->speed[id].dec_ns, a->speed[id].bpv);
+	}
+	return a->measured[id] > 0 ? &a->speed[id] : NULL;
+}
+
+int coll_auto_init(struct gw_coll *c)
+{
+	const struct gw_codec *set;
+	struct coll_auto *a = &c->au;
+
+	if (a->init)
+		return 0;
+	a->init = true;
+	a->on = auto_set(c, &set) > 0;
+	if (!a->on)
+		return 0;
+	a->want = calloc((size_t)c->size, 2);
+	a->probe_buf = calloc(2 * PROBE_VALUES, sizeof(float));
+	if (!a->want || !a->probe_buf)
+		return -ENOMEM;
+	a->rate_of = a->want + c->size;
+	a->probe = !a->nforce;
+	a->explore = -1;
+	return 0;
+}
+
+/* The rate class stated in the call check: 4 log2(bytes/s / 1e6) + 64,
+ * 1..127 (18 KB/s to 55 GB/s); 0: not measured. */
+static uint8_t rate_class(double rate)
+{
+	double q;
+
+	if (rate <= 0)
+		return 0;
+	q = floor(4.0 * log2(rate / 1e6) + 64.5);
+	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
+}
+
+void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate)
+{
+	const struct coll_auto *a = &c->au;
+
+	*want = a->on ? a->mine : 0;
+	*rate = a->on ? (uint8_t)(rate_class(a->rate) | (a->probe ? 0x80u : 0)) : 0;
+}
+
+/* Forget what arrived so far on every link (before a probe or a call). */
+static void flows_reset(struct gw_coll *c)
+{
+	struct gw_ctx_flow f;
+
+	for (int p = 0; p < c->size; p++)
+		if (p != c->rank)
+			gw_ctx_flow_take(c->ctx, p, &f);
+}
+
+/* What arrived from the lossy group since the last take, as one flow. */
+static void flows_take(struct gw_coll *c, struct gw_ctx_flow *sum)
+{
+	const struct coll_group *g = lossy_group(c);
+
+	memset(sum, 0, sizeof(*sum));
+	for (int d = 1; d < g->size; d++) {
+		struct gw_ctx_flow f;
+
+		gw_ctx_flow_take(c->ctx, group_peer(g, d), &f);
+		if (!f.frames)
+			continue;
+		if (!sum->frames || f.t_first < sum->t_first) {
+			sum->t_first = f.t_first;
+			sum->first_bytes = f.first_bytes;
+		}
+		sum->t_last = f.t_last > sum->t_last ? f.t_last : sum->t_last;
+		sum->frames += f.frames;
+		sum->bytes += f.bytes;
+		for (int i = 0; i < GW_FLOW_CODECS; i++)
+			sum->values[i] += f.values[i];
+	}
+}
+
+/* Wait for r[0..n) by polling, so that each arrival is timed when it
+ * happens (a sleeping wait wakes late on providers without a wait
+ * object); past the context's timeout, the ordinary wait decides. */
+static int poll_all(struct gw_coll *c, struct gw_ctx_req *r, int n)
+{
+	int64_t deadline = gw_now_ms() + 2000;
+	int done = 0;
+
+	while (done < n && gw_now_ms() < deadline) {
+		int rc = gw_ctx_test(c->ctx, &r[done]);
+
+		if (rc < 0)
+			break;
+		done += rc;
+	}
+	return gw_ctx_waitall(c->ctx, r, (size_t)n);
+}
+
+/* The probe: PROBE_FRAMES exact frames to the next member of the lossy
+ * group, as many from the previous, timed on arrival. */
+static int probe(struct gw_coll *c)
+{
+	const struct coll_group *g = lossy_group(c);
+	float *out = c->au.probe_buf, *in = out + PROBE_VALUES;
+	struct gw_ctx_req r[2 * PROBE_FRAMES];
+	struct gw_ctx_flow f;
+	int rc = 0, k = 0;
+
+	flows_reset(c);
+	for (unsigned i = 0; i < PROBE_FRAMES && !rc; i++) {
+		uint32_t slot = slot_of(ID_CALL, PROBE_STEP + i);
+
+		rc = gw_ctx_irecv(c->ctx, group_peer(g, -1), slot, in, PROBE_VALUES, 0, &r[k]);
+		k += !rc;
+	}
+	for (unsigned i = 0; i < PROBE_FRAMES && !rc; i++) {
+		uint32_t slot = slot_of(ID_CALL, PROBE_STEP + i);
+
+		rc = gw_ctx_isend(c->ctx, group_peer(g, 1), slot, out, PROBE_VALUES, 0, &r[k]);
+		k += !rc;
+	}
+	if (!rc)
+		rc = poll_all(c, r, k);
+	else
+		for (int i = 0; i < k; i++)
+			gw_ctx_abort(c->ctx, &r[i]);
+	if (rc)
+		return coll_fail(c, rc, "allreduce (auto's probe)", 0);
+	gw_ctx_flow_take(c->ctx, group_peer(g, -1), &f);
+	if (f.frames > 1 && f.t_last > f.t_first)
+		c->au.rate =
+			(double)(f.bytes - f.first_bytes) * 1e9 / (double)(f.t_last - f.t_first);
+	alog(c, GW_LOG_DEBUG, "auto: probe from rank %d: %llu frames in %.3f ms: %.1f MB/s",
+	     group_peer(g, -1), (unsigned long long)f.frames, (double)(f.t_last - f.t_first) * 1e-6,
+	     c->au.rate / 1e6);
+	return 0;
+}
+
+/* Put the codec each link carries now into the statistics. */
+static void record(struct gw_coll *c)
+{
+	const struct coll_group *g = lossy_group(c);
+
+	for (int d = 1; d < g->size; d++) {
+		int p = group_peer(g, d);
+
+		if (c->au.want[p])
+			gw_ctx_link_codec(c->ctx, p, c->au.want[p] - 1u);
+	}
+}
+
+int coll_auto_begin(struct gw_coll *c, uint64_t n)
+{
+	struct coll_auto *a = &c->au;
+	int slow = -1, rc;
+	bool probe_asked = false;
+
+	if (!a->on)
+		return 0;
+	for (int r = 0; r < c->size; r++) {
+		unsigned q = a->rate_of[r] & 0x7fu;
+
+		probe_asked |= (a->rate_of[r] & 0x80u) != 0;
+		if (q && a->want[r] && (slow < 0 || q < (a->rate_of[slow] & 0x7fu)))
+			slow = r;
+	}
+	a->ag = slow < 0 ? 0 : a->want[slow];
+	if (probe_asked) { /* every rank saw the same: all explore from here */
+		rc = probe(c);
+		if (rc)
+			return rc;
+		a->probe = false;
+		a->explore = 0;
+		a->epoch++;
+	}
+	flows_reset(c);
+	record(c);
+	a->n = n;
+	a->t0 = gw_now_ns();
+	return 0;
+}
+
+int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n)
+{
+	struct coll_auto *a;
+
+	if (!c || n > sizeof(c->au.force) || (n && !ids))
+		return -EINVAL;
+	a = &c->au;
+	memcpy(a->force, ids, n);
+	a->nforce = (uint32_t)n;
+	a->iforce = 0;
+	if (n) {
+		a->probe = false;
+		a->explore = -1;
+		a->mine = (uint8_t)(ids[a->iforce++ % n] + 1u);
+	}
+	return 0;
+}
+
+unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
+{
+	unsigned id;
+
+	if (!c->au.on)
+		return 0;
+	id = owner ? c->au.ag : c->au.want[peer];
+	return id ? GW_CTX_CODEC(id - 1) : 0;
+}
+
+/* Predicted seconds for v values of k at rate bytes/s; < 0: no figures. */
+static double predict(struct gw_coll *c, const struct gw_codec *k, double v, double rate)
+{
+	const struct gw_codec_speed *s = speed_of(c, k);
+	double cpu, wire;
+
+	if (!s || rate <= 0)
+		return -1;
+	cpu = v * (s->enc_ns + s->dec_ns) * 1e-9;
+	wire = v * s->bpv / rate;
+	return cpu > wire ? cpu + OVERLAP_REST * wire : wire + OVERLAP_REST * cpu;
+}
+
+/* Take this call's arrivals as a rate sample. */
+static void sample(struct gw_coll *c, const struct gw_codec *set, int n)
+{
+	struct coll_auto *a = &c->au;
+	struct gw_ctx_flow f;
+	double cpu = 0, span, rate, after;
+
+	flows_take(c, &f);
+	for (int i = 0; i < n; i++) {
+		const struct gw_codec_speed *s = speed_of(c, &set[i]);
+		unsigned id = set[i].ops->id;
+
+		if (id < GW_FLOW_CODECS && s)
+			cpu += (double)f.values[id] * (s->enc_ns + s->dec_ns) * 1e-9;
+	}
+	if (f.frames < 2 || f.t_last <= f.t_first || f.bytes <= f.first_bytes)
+		return;
+	after = (double)(f.bytes - f.first_bytes);
+	span = (double)(f.t_last - f.t_first) * 1e-9;
+	rate = after / span;
+	if (span < SENDER_BOUND * cpu * after / (double)f.bytes) {
+		a->rate = rate > a->rate ? rate : a->rate; /* only a lower bound */
+	} else {
+		a->rate = a->rate > 0 ? 0.5 * a->rate + 0.5 * rate : rate;
+	}
+	alog(c, GW_LOG_DEBUG, "auto: %llu frames in %.3f ms (codecs' %.3f ms): %.1f MB/s, now %.1f",
+	     (unsigned long long)f.frames, span * 1e3, cpu * 1e3, rate / 1e6, a->rate / 1e6);
+}
+
+/* Codec k of set, or NULL: is it predicted PRUNE times the best or worse? */
+static bool pruned(struct gw_coll *c, const struct gw_codec *set, int n, int k)
+{
+	double best = -1, tk = predict(c, &set[k], 1e6, c->au.rate);
+
+	for (int i = 0; i < n; i++) {
+		double t = predict(c, &set[i], 1e6, c->au.rate);
+
+		if (t >= 0 && (best < 0 || t < best))
+			best = t;
+	}
+	return tk >= 0 && best > 0 && tk >= PRUNE * best;
+}
+
+/* The fastest codec measured in this exploration, or NULL. */
+static const struct gw_codec *fastest(const struct coll_auto *a, const struct gw_codec *set, int n)
+{
+	const struct gw_codec *best = NULL;
+
+	for (int i = 0; i < n; i++) {
+		unsigned id = set[i].ops->id;
+
+		if (id < COLL_AUTO_IDS && a->tau_epoch[id] == a->epoch &&
+		    (!best || a->tau[id] < a->tau[best->ops->id]))
+			best = &set[i];
+	}
+	return best;
+}
+
+/* Choose k for the link into this rank from the next call on. */
+static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
+{
+	struct coll_auto *a = &c->au;
+	const char *old = "(first choice)";
+	const struct gw_codec *set;
+	int n = auto_set(c, &set);
+
+	for (int i = 0; i < n; i++)
+		if (a->chosen == set[i].ops->id + 1u)
+			old = set[i].ops->name;
+	if (a->chosen != k->ops->id + 1u)
+		alog(c, GW_LOG_INFO,
+		     "auto: link into rank %d: %s -> %s at %.1f MB/s (%s; %.3f against %.3f ns "
+		     "per value)",
+		     c->rank, old, k->ops->name, a->rate / 1e6, why, a->tau[k->ops->id],
+		     a->chosen ? a->tau[a->chosen - 1] : 0.0);
+	a->chosen = (uint8_t)(k->ops->id + 1u);
+	a->mine = a->chosen;
+	a->streak = 0;
+	a->cand = 0;
+	a->tau_ref = a->tau[k->ops->id];
+	a->nlast = 0;
+}
+
+/* An exploration's next call: codec set[i] (or, pruned, the best
+ * predicted), or the end of it. */
+static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
+{
+	struct coll_auto *a = &c->au;
+
+	while (a->explore < n && pruned(c, set, n, a->explore)) {
+		alog(c, GW_LOG_DEBUG, "auto: %s not tried: predicted %.1fx the best or worse",
+		     set[a->explore].ops->name, PRUNE);
+		a->explore++;
+	}
+	if (a->explore < n) {
+		a->mine = (uint8_t)(set[a->explore++].ops->id + 1u);
+		return;
+	}
+	a->explore = -1;
+	a->quiet = 0;
+	a->nlast = 0;
+	if (fastest(a, set, n))
+		choose(c, fastest(a, set, n), "measured each");
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Has the link changed since the last choice (the time of its calls, by
+ * CHANGE or more; a median of 3 calls against noise)? The rate alone is no
+ * sign: its samples under one codec and another differ where the senders
+ * bound them. */
+static bool changed(struct coll_auto *a, double tau)
+{
+	double m[3];
+
+	a->last[a->nlast++ % 3] = tau;
+	if (a->nlast < 3 || a->quiet < QUIET)
+		return false;
+	memcpy(m, a->last, sizeof(m));
+	qsort(m, 3, sizeof(m[0]), cmp_double);
+	return m[1] > CHANGE * a->tau_ref || m[1] * CHANGE < a->tau_ref;
+}
+
+void coll_auto_end(struct gw_coll *c)
+{
+	struct coll_auto *a = &c->au;
+	const struct gw_codec *set, *best;
+	int n = auto_set(c, &set);
+	double tau;
+
+	if (!a->on || !n || !a->n)
+		return;
+	tau = (double)(gw_now_ns() - a->t0) / (double)a->n;
+	sample(c, set, n);
+	if (a->nforce) { /* gw_coll_auto_force() */
+		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
+		return;
+	}
+	if (a->mine && a->mine - 1u < COLL_AUTO_IDS) { /* what this call ran with */
+		unsigned id = a->mine - 1u;
+
+		a->tau[id] = a->tau_epoch[id] == a->epoch && a->explore < 0
+				     ? 0.5 * a->tau[id] + 0.5 * tau
+				     : tau;
+		a->tau_epoch[id] = a->epoch;
+	}
+	if (a->explore >= 0) {
+		explore_next(c, set, n);
+		return;
+	}
+	a->quiet++;
+	if (changed(a, tau)) {
+		alog(c, GW_LOG_INFO,
+		     "auto: link into rank %d changed (%.1f MB/s, %.3f ns per value against "
+		     "%.3f): trying each codec again",
+		     c->rank, a->rate / 1e6, tau, a->tau_ref);
+		a->probe = true;
+		return;
+	}
+	best = fastest(a, set, n);
+	if (!best || !a->chosen || best->ops->id + 1u == a->chosen ||
+	    a->tau[a->chosen - 1] < GAIN * a->tau[best->ops->id]) {
+		a->streak = 0;
+		return;
+	}
+	if (a->cand != best->ops->id + 1u) {
+		a->cand = (uint8_t)(best->ops->id + 1u);
+		a->streak = 0;
+	}
+	if (++a->streak >= STREAK)
+		choose(c, best, "measured faster");
+}
