@@ -16,8 +16,8 @@
  *
  *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
  *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy
- *  22 u8 auto's choice  23 u8 auto's rate class | 0x80 probe (coll_auto.c;
- *     0 without GRADWIRE_CODEC=auto)
+ *  22 u8 auto's choice (codec id + 1 | 0x40 a trial)  23 u8 auto's rate
+ *     class | 0x80 probe (coll_auto.c; both 0 without GRADWIRE_CODEC=auto)
  *
  * so ranks that disagree on the tensor (the order of ids), its length, the
  * op or the lossy flag all fail at once, before any data moves, with the
@@ -270,7 +270,7 @@ struct call_desc {
 	uint64_t key, n;
 	uint32_t call;
 	uint8_t op, lossy;
-	uint8_t want, rate; /* auto's (coll_auto_state()), not compared */
+	uint8_t want, rate; /* auto's (c->au.say, coll_auto.c), not compared */
 };
 _Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
 
@@ -367,7 +367,8 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 	d[0] = (struct call_desc){
 		.key = key, .n = n, .call = c->calls++, .op = (uint8_t)op, .lossy = lossy != 0
 	};
-	coll_auto_state(c, &d[0].want, &d[0].rate);
+	d[0].want = c->au.say[0]; /* 0 and 0 without auto */
+	d[0].rate = c->au.say[1];
 	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
 		int cnt = dist < c->size - dist ? dist : c->size - dist;
 

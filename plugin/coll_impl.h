@@ -87,6 +87,7 @@ struct gw_coll {
 		uint8_t *want;	       /* size: each rank's choice (wire id + 1, 0 none) */
 		uint8_t *rate_of;      /* size: each rank's rate class | 0x80 probe */
 		uint8_t ag;	       /* owners' payloads this call (id + 1, 0 default) */
+		uint8_t say[2];	       /* stated in the call check: choice, rate class */
 		uint8_t mine;	       /* what this rank states (id + 1): its choice, or
 					* while exploring the codec tried */
 		uint8_t chosen, cand;  /* its choice; another measured faster */
@@ -153,8 +154,6 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 /* coll_auto.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
 /* Look at the lossy group's links once (after coll_decide()). Return: 0, -ENOMEM. */
 int coll_auto_init(struct gw_coll *c);
-/* What this rank states in the call check: its choice, its rate class. */
-void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate);
 /* After the call check of a lossy call of n values: the owners' codec,
  * and the probe if some rank asked for one. Return: 0 or the probe's error
  * (coll_fail()). */
