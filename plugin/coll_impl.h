@@ -109,6 +109,7 @@ struct gw_coll {
 		int8_t measured[COLL_AUTO_IDS];	   /* gw_codec_speed(): 1 done, -1 failed */
 		struct gw_codec_speed speed[COLL_AUTO_IDS];
 	} au;
+	uint64_t *offs; /* size + 1: the shards of a call given counts (coll_allreduce.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -132,6 +133,10 @@ static inline int mod(int a, int m)
 #define KEY_ID (UINT64_C(1) << 63)
 #define KEY_RS (UINT64_C(1) << 62)
 #define KEY_AG (UINT64_C(1) << 61)
+/* Only in the call check's key: a reduce-scatter or float allgather whose
+ * shards were given as counts per rank, other than the chunk rule's; the
+ * descriptor's n then holds FNV-1a 64 of the counts (which fix n too). */
+#define KEY_CNT (UINT64_C(1) << 60)
 
 /* coll.c */
 /* Remember the first error and say where it happened, and with whom. */
@@ -176,7 +181,8 @@ struct ring {
 	const struct coll_group *grp;
 	int next, prev; /* the context's ranks of the neighbours */
 	float *buf;
-	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k) */
+	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k), */
+	const uint64_t *offs;		  /* or [offs[k], offs[k + 1]) when not NULL */
 	int delta;			  /* 0: member i owns chunk i + 1 after the reduce-scatter
 					   * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
 	bool direct;			  /* the reduce-scatter runs in coll_direct.c: */
@@ -195,17 +201,33 @@ struct ring {
 	uint64_t moves;	 /* requests posted or completed so far */
 };
 
+/* Segment j of chunk k of g's tensor: its offset in *off, its length
+ * returned (0 past the chunk's end). Every segment but a chunk's last holds
+ * g->seg values. */
+static inline uint64_t ring_seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
+{
+	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)j * g->seg;
+	uint64_t at = g->offs ? g->offs[k] : OFF(k);
+	uint64_t cnt = g->offs ? g->offs[k + 1] - g->offs[k] : CNT(k);
+
+	*off = at + lo;
+	return lo >= cnt ? 0 : cnt - lo < g->seg ? cnt - lo : g->seg;
+}
+
 /*
  * coll_ring_init() - shape g: the ring over grp of buf[0..n), n > 0, its
  * units on steps [base, base + budget) of the stream id (budget at least
  * 2 (grp->size - 1)). lossy: GW_CTX_LOSSY (only once c->agreed) or 0.
+ * offs: grp->size + 1 chunk offsets (offs[0] = 0, offs[size] = n), kept by
+ * the caller until the run ends, or NULL for the chunk rule (OFF(), CNT()).
  */
 /* g->shm: every other member is reached over the shm provider. Then all are
  * on this rank's host, and each member finds the same (host ids and the
  * local provider agree on every rank: transport/tp.c). */
 void coll_group_links(const struct gw_coll *c, struct coll_group *g);
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
-		    uint64_t n, unsigned lossy, uint32_t id, uint32_t base, uint32_t budget);
+		    uint64_t n, const uint64_t *offs, unsigned lossy, uint32_t id, uint32_t base,
+		    uint32_t budget);
 /*
  * coll_ring_begin() - start the phases asked for (RING_RS, RING_AG, both) of
  * g, with the requests c->reqs[reqs] (which no other ring in flight uses).
@@ -238,9 +260,10 @@ void coll_ring_abort(struct gw_coll *c, struct ring *g);
 int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 			uint64_t n, unsigned lossy, unsigned phases);
 /* The same with the owners delta places on (struct ring): -1 for a
- * reduce-scatter or an allgather whose member i holds chunk i. */
+ * reduce-scatter or an allgather whose member i holds chunk i; and the
+ * chunks offs bounds (NULL: the chunk rule; coll_ring_init()). */
 int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
-		  uint64_t n, unsigned lossy, unsigned phases, int delta);
+		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta);
 
 /* coll_hier.c */
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).
