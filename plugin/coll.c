@@ -16,16 +16,20 @@
  *
  *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
  *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy
- *  22 u8 auto's choice  23 u8 auto's rate class | 0x80 probe (coll_auto.c;
- *     0 without GRADWIRE_CODEC=auto)
+ *  22 u8 auto's choice (codec id + 1 | 0x40 a trial)  23 u8 auto's rate
+ *     class | 0x80 probe (coll_auto.c; both 0 without GRADWIRE_CODEC=auto)
  *
  * so ranks that disagree on the tensor (the order of ids), its length, the
  * op or the lossy flag all fail at once, before any data moves, with the
  * same message naming the tensor, both values and the two ranks, instead
- * of a malformed frame on one rank and a timeout on another. The last two
- * bytes are not compared: they carry what each rank states for auto, so
- * that every rank learns every rank's choice at the same call boundary.
- * auto's probe uses the call check's slots from step 1024 on.
+ * of a malformed frame on one rank and a timeout on another. A
+ * reduce-scatter or float allgather given counts per rank (other than the
+ * chunk rule's) sets KEY_CNT in key and puts FNV-1a 64 of its counts in n
+ * (they fix the length too), so ranks that pass different counts fail the
+ * same way, the message saying that the counts differ. The last two bytes
+ * are not compared: they carry what each rank states for auto, so that
+ * every rank learns every rank's choice at the same call boundary. auto's
+ * probe uses the call check's slots from step 1024 on.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -74,6 +78,7 @@ void gw_coll_destroy(struct gw_coll *c)
 	free(c->reqs[0].req);
 	free(c->reqs[1].req);
 	free(c->descs);
+	free(c->offs);
 	free(c->lr.p);
 	free(c->lr.q);
 	free(c->lr.qn);
@@ -265,15 +270,16 @@ struct call_desc {
 	uint64_t key, n;
 	uint32_t call;
 	uint8_t op, lossy;
-	uint8_t want, rate; /* auto's (coll_auto_state()), not compared */
+	uint8_t want, rate; /* auto's (c->au.say, coll_auto.c), not compared */
 };
 _Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
 
 static int tensor_name(char *s, size_t len, uint64_t key)
 {
-	return key & KEY_ID ? snprintf(s, len, "tensor id %llu",
-				       (unsigned long long)(key & ~(KEY_ID | KEY_RS | KEY_AG)))
-			    : snprintf(s, len, "a tensor without id");
+	return key & KEY_ID
+		       ? snprintf(s, len, "tensor id %llu",
+				  (unsigned long long)(key & ~(KEY_ID | KEY_RS | KEY_AG | KEY_CNT)))
+		       : snprintf(s, len, "a tensor without id");
 }
 
 /* The collective a call check's key belongs to. */
@@ -282,29 +288,44 @@ static const char *kind_of(uint64_t key)
 	return key & KEY_RS ? "reduce-scatter" : key & KEY_AG ? "allgather" : "allreduce";
 }
 
+/* "%llu values", or the counts' hash for a call given counts (KEY_CNT). */
+static void size_name(char *s, size_t len, const struct call_desc *d)
+{
+	if (d->key & KEY_CNT)
+		snprintf(s, len, "counts per rank, hash %016llx", (unsigned long long)d->n);
+	else
+		snprintf(s, len, "%llu values", (unsigned long long)d->n);
+}
+
 /* Why rank ra's call a and rank rb's call b cannot be one call. */
 static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 		      const struct call_desc *b, int rb)
 {
 	const char *ka = kind_of(a->key), *kb = kind_of(b->key);
-	char ta[48], tb[48];
+	char ta[32], tb[32], na[40], nb[40];
 
 	tensor_name(ta, sizeof(ta), a->key);
 	tensor_name(tb, sizeof(tb), b->key);
+	size_name(na, sizeof(na), a);
+	size_name(nb, sizeof(nb), b);
 	if (ka != kb)
 		snprintf(m, len,
-			 "call #%u: rank %d calls %s of %s (%llu values), rank %d %s of %s "
-			 "(%llu values): the ranks call different collectives, or in "
+			 "call #%u: rank %d calls %s of %s (%s), rank %d %s of %s "
+			 "(%s): the ranks call different collectives, or in "
 			 "different orders",
-			 a->call, ra, ka, ta, (unsigned long long)a->n, rb, kb, tb,
-			 (unsigned long long)b->n);
-	else if (a->key != b->key && ((a->key | b->key) & KEY_ID))
+			 a->call, ra, ka, ta, na, rb, kb, tb, nb);
+	else if (((a->key ^ b->key) & ~KEY_CNT) && ((a->key | b->key) & KEY_ID))
 		snprintf(m, len,
-			 "%s #%u: rank %d reduces %s (%llu values), "
-			 "rank %d %s (%llu values): the ranks call %s on "
+			 "%s #%u: rank %d reduces %s (%s), "
+			 "rank %d %s (%s): the ranks call %s on "
 			 "different tensors or in different orders",
-			 ka, a->call, ra, ta, (unsigned long long)a->n, rb, tb,
-			 (unsigned long long)b->n, ka);
+			 ka, a->call, ra, ta, na, rb, tb, nb, ka);
+	else if (((a->key | b->key) & KEY_CNT) && (a->key != b->key || a->n != b->n))
+		snprintf(m, len,
+			 "%s #%u of %s: the counts per rank differ: rank %d passes %s, "
+			 "rank %d %s",
+			 ka, a->call, ta, ra, a->key & KEY_CNT ? na : "the chunk rule's counts", rb,
+			 b->key & KEY_CNT ? nb : "the chunk rule's counts");
 	else if (a->n != b->n)
 		snprintf(m, len, "%s #%u of %s: rank %d passes %llu values, rank %d passes %llu",
 			 ka, a->call, ta, ra, (unsigned long long)a->n, rb,
@@ -346,7 +367,8 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 	d[0] = (struct call_desc){
 		.key = key, .n = n, .call = c->calls++, .op = (uint8_t)op, .lossy = lossy != 0
 	};
-	coll_auto_state(c, &d[0].want, &d[0].rate);
+	d[0].want = c->au.say[0]; /* 0 and 0 without auto */
+	d[0].rate = c->au.say[1];
 	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
 		int cnt = dist < c->size - dist ? dist : c->size - dist;
 

@@ -159,6 +159,22 @@ int gw_coll_reduce_scatter_id(struct gw_coll *c, uint32_t id, float *buf, uint64
 			      enum gw_coll_op op, unsigned flags);
 
 /**
+ * gw_coll_reduce_scatter_counts() - gw_coll_reduce_scatter_id() with shards
+ * given as counts per rank: rank r ends with the sum (or average) over
+ * every rank of buf[off_r, off_r + counts[r]), off_r = counts[0] + ... +
+ * counts[r - 1]. counts has one entry per rank, in rank order, summing to
+ * n; any may be 0; NULL, or the chunk rule's own counts, is the plain call
+ * (the same bits and wire bytes). The chunks are the ring's (and the direct
+ * reduce-scatter's), cut in segments as the chunk rule's are. Every rank
+ * must pass the same counts: the call check compares their hash, and
+ * ranks that differ all fail with -EINVAL, gw_coll_error() saying that the
+ * counts differ. Return: 0, -EINVAL (bad arguments, counts that do not
+ * sum to n, or counts that differ between ranks), or -errno.
+ */
+int gw_coll_reduce_scatter_counts(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
+				  const uint64_t *counts, enum gw_coll_op op, unsigned flags);
+
+/**
  * gw_coll_allgather_f32() - every rank ends with every rank's shard of
  * buf[0..n) (the reduce-scatter's shards: rank r gives chunk r). With
  * GW_CTX_LOSSY each owner encodes its shard once and every rank, the owner
@@ -167,6 +183,11 @@ int gw_coll_reduce_scatter_id(struct gw_coll *c, uint32_t id, float *buf, uint64
  * tensor (its residuals), as for gw_coll_allreduce_id(). Return: 0 or -errno.
  */
 int gw_coll_allgather_f32(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned flags);
+/** gw_coll_allgather_f32_counts() - the same with rank r's shard
+ * buf[off_r, off_r + counts[r]) (gw_coll_reduce_scatter_counts()'s rule and
+ * checks; NULL: the chunk rule). Return: 0 or -errno. */
+int gw_coll_allgather_f32_counts(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
+				 const uint64_t *counts, unsigned flags);
 
 /** gw_coll_allreduce_id() - gw_coll_allreduce() of the tensor called id
  * (the same id on every rank): its error feedback is its own. Ids

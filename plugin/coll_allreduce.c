@@ -178,19 +178,55 @@ int gw_coll_allreduce_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
 }
 
 /*
- * The start of a reduce-scatter or a float allgather: an allreduce's checks
- * (the call check, on a key of its own kind) and the first lossy call's
- * agreement. *lossy: GW_CTX_LOSSY when asked for and some link compresses.
+ * The shards of a call given counts (counts[r] values for rank r, in rank
+ * order, summing to n; NULL: the chunk rule): *offs the size + 1 offsets
+ * (c->offs), or NULL when counts are the chunk rule's own, so that such a
+ * call is the plain one, wire bytes and all; *hash FNV-1a 64 of the counts
+ * (their 8 bytes each, least significant first) for the call check.
+ * Return: 0, -EINVAL (counts do not sum to n) or -ENOMEM.
  */
-static int shard_begin(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, enum gw_coll_op op,
-		       unsigned flags, unsigned *lossy, const char *what)
+static int shard_offsets(struct gw_coll *c, uint64_t n, const uint64_t *counts,
+			 const uint64_t **offs, uint64_t *hash)
+{
+	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size, at = 0;
+	uint64_t h = UINT64_C(0xcbf29ce484222325);
+	bool rule = true;
+
+	*offs = NULL;
+	*hash = 0;
+	if (!counts)
+		return 0;
+	if (!c->offs && !(c->offs = malloc(((size_t)c->size + 1) * sizeof(*c->offs))))
+		return -ENOMEM;
+	for (int r = 0; r < c->size; r++) {
+		if (counts[r] > n - at)
+			return -EINVAL;
+		c->offs[r] = at;
+		at += counts[r];
+		rule &= counts[r] == CNT(r);
+		for (int b = 0; b < 64; b += 8)
+			h = (h ^ ((counts[r] >> b) & 0xff)) * UINT64_C(0x100000001b3);
+	}
+	if (at != n)
+		return -EINVAL;
+	c->offs[c->size] = n;
+	*offs = rule ? NULL : c->offs;
+	*hash = h;
+	return 0;
+}
+
+/*
+ * The start of a reduce-scatter or a float allgather: an allreduce's checks
+ * (the call check, on a key of its own kind: with offs, KEY_CNT and the
+ * counts' hash in place of n) and the first lossy call's agreement.
+ * *lossy: GW_CTX_LOSSY when asked for and some link compresses.
+ */
+static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64_t *offs,
+		       uint64_t hash, enum gw_coll_op op, unsigned flags, unsigned *lossy,
+		       const char *what)
 {
 	int rc;
 
-	if (c->err)
-		return c->err;
-	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) || (n && !buf))
-		return -EINVAL;
 	*lossy = flags & GW_CTX_LOSSY;
 	if (c->size == 1)
 		return 0;
@@ -199,7 +235,7 @@ static int shard_begin(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, 
 		rc = coll_auto_init(c);
 	if (rc)
 		return coll_fail(c, rc, what, 0);
-	rc = coll_check_call(c, key, n, op, *lossy);
+	rc = coll_check_call(c, offs ? key | KEY_CNT : key, offs ? hash : n, op, *lossy);
 	if (rc)
 		return rc;
 	if (*lossy && n) {
@@ -212,24 +248,40 @@ static int shard_begin(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, 
 	return *lossy && n ? coll_auto_begin(c, n) : 0;
 }
 
-static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
-			  enum gw_coll_op op, unsigned flags)
+/* The arguments every shard collective checks first; then its offsets. */
+static int shard_args(struct gw_coll *c, float *buf, uint64_t n, const uint64_t *counts,
+		      enum gw_coll_op op, unsigned flags, const uint64_t **offs, uint64_t *hash)
 {
-	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size;
-	unsigned lossy;
-	int rc = shard_begin(c, key, buf, n, op, flags, &lossy, "reduce-scatter");
+	if (c->err)
+		return c->err;
+	if ((op != GW_COLL_SUM && op != GW_COLL_AVG) || (flags & ~GW_CTX_LOSSY) || (n && !buf))
+		return -EINVAL;
+	return shard_offsets(c, n, counts, offs, hash);
+}
 
+static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+			  const uint64_t *counts, enum gw_coll_op op, unsigned flags)
+{
+	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size, hash, lo, hi;
+	const uint64_t *offs;
+	unsigned lossy;
+	int rc = shard_args(c, buf, n, counts, op, flags, &offs, &hash);
+
+	if (!rc)
+		rc = shard_begin(c, key, n, offs, hash, op, flags, &lossy, "reduce-scatter");
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: each value compressed once, on its way to its owner. */
-	rc = coll_ring_run(c, &c->world, key, buf, n, lossy,
+	rc = coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
 			   RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
+	lo = offs ? offs[c->rank] : OFF(c->rank);
+	hi = offs ? offs[c->rank + 1] : OFF(c->rank) + CNT(c->rank);
 	if (lossy)
 		coll_auto_end(c);
 	if (op == GW_COLL_AVG)
-		for (uint64_t i = OFF(c->rank); i < OFF(c->rank) + CNT(c->rank); i++)
+		for (uint64_t i = lo; i < hi; i++)
 			buf[i] /= (float)c->size;
 	return 0;
 }
@@ -237,27 +289,44 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 int gw_coll_reduce_scatter(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,
 			   unsigned flags)
 {
-	return reduce_scatter(c, KEY_RS | (n & ~(KEY_ID | KEY_RS | KEY_AG)), buf, n, op, flags);
+	return reduce_scatter(c, KEY_RS | (n & ~(KEY_ID | KEY_RS | KEY_AG | KEY_CNT)), buf, n, NULL,
+			      op, flags);
 }
 
 int gw_coll_reduce_scatter_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
 			      enum gw_coll_op op, unsigned flags)
 {
-	return reduce_scatter(c, KEY_RS | KEY_ID | id, buf, n, op, flags);
+	return reduce_scatter(c, KEY_RS | KEY_ID | id, buf, n, NULL, op, flags);
 }
 
-int gw_coll_allgather_f32(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned flags)
+int gw_coll_reduce_scatter_counts(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
+				  const uint64_t *counts, enum gw_coll_op op, unsigned flags)
 {
-	unsigned lossy;
-	int rc = shard_begin(c, KEY_AG | KEY_ID | id, buf, n, GW_COLL_SUM, flags, &lossy,
-			     "allgather");
+	return reduce_scatter(c, KEY_RS | KEY_ID | id, buf, n, counts, op, flags);
+}
 
+int gw_coll_allgather_f32_counts(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
+				 const uint64_t *counts, unsigned flags)
+{
+	const uint64_t *offs;
+	uint64_t hash;
+	unsigned lossy;
+	int rc = shard_args(c, buf, n, counts, GW_COLL_SUM, flags, &offs, &hash);
+
+	if (!rc)
+		rc = shard_begin(c, KEY_AG | KEY_ID | id, n, offs, hash, GW_COLL_SUM, flags, &lossy,
+				 "allgather");
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: the owner's hop encodes once and keeps what its next
 	 * decodes; later hops forward that payload (coll_ring.c). */
-	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, lossy, RING_AG, -1);
+	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs, lossy, RING_AG, -1);
 	if (!rc && lossy)
 		coll_auto_end(c);
 	return rc;
+}
+
+int gw_coll_allgather_f32(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned flags)
+{
+	return gw_coll_allgather_f32_counts(c, id, buf, n, NULL, flags);
 }

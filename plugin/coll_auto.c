@@ -58,9 +58,10 @@
 #define PROBE_STEP 1024u	 /* the probe's slots: the call check's, from here */
 #define GAIN 1.15		 /* a switch must be this much faster */
 #define STREAK 3		 /* ... for this many calls in a row */
-#define CHANGE 1.6		 /* a rate or a call time that moved this much */
-#define QUIET 6u		 /* calls after an exploration before the next */
+#define CHANGE 2.0		 /* a call time that moved this much */
+#define QUIET 8u		 /* calls after a choice before an exploration */
 #define PRUNE 6.0		 /* predicted this many times the best: not tried */
+#define TRIAL 0x40u		 /* a stated choice that is an exploration's trial */
 #define OVERLAP_REST 0.25	 /* what is left of the smaller part (above) */
 #define SENDER_BOUND 1.5	 /* arrivals within 1.5x the codecs' time */
 
@@ -105,6 +106,29 @@ static const struct gw_codec_speed *speed_of(struct gw_coll *c, const struct gw_
 	return a->measured[id] > 0 ? &a->speed[id] : NULL;
 }
 
+/* The rate class stated in the call check: 4 log2(bytes/s / 1e6) + 64,
+ * 1..127 (18 KB/s to 55 GB/s); 0: not measured. */
+static uint8_t rate_class(double rate)
+{
+	double q;
+
+	if (rate <= 0)
+		return 0;
+	q = floor(4.0 * log2(rate / 1e6) + 64.5);
+	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
+}
+
+/* Update what this rank states in the next call check (c->au.say). */
+static void restate(struct gw_coll *c)
+{
+	struct coll_auto *a = &c->au;
+
+	a->say[0] = a->mine;
+	/* Forced (gw_coll_auto_force()): no rate, so that the schedules alone
+	 * decide the owners' codec too, whatever the timings. */
+	a->say[1] = (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0));
+}
+
 int coll_auto_init(struct gw_coll *c)
 {
 	const struct gw_codec *set;
@@ -123,30 +147,8 @@ int coll_auto_init(struct gw_coll *c)
 	a->rate_of = a->want + c->size;
 	a->probe = !a->nforce;
 	a->explore = -1;
+	restate(c);
 	return 0;
-}
-
-/* The rate class stated in the call check: 4 log2(bytes/s / 1e6) + 64,
- * 1..127 (18 KB/s to 55 GB/s); 0: not measured. */
-static uint8_t rate_class(double rate)
-{
-	double q;
-
-	if (rate <= 0)
-		return 0;
-	q = floor(4.0 * log2(rate / 1e6) + 64.5);
-	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
-}
-
-void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate)
-{
-	const struct coll_auto *a = &c->au;
-
-	*want = a->on ? a->mine : 0;
-	/* Forced (gw_coll_auto_force()): no rate, so that the schedules alone
-	 * decide the owners' codec too, whatever the timings. */
-	*rate = a->on ? (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0))
-		      : 0;
 }
 
 /* Forget what arrived so far on every link (before a probe or a call). */
@@ -249,8 +251,8 @@ static void record(struct gw_coll *c)
 	for (int d = 1; d < g->size; d++) {
 		int p = group_peer(g, d);
 
-		if (c->au.want[p])
-			gw_ctx_link_codec(c->ctx, p, c->au.want[p] - 1u);
+		if (c->au.want[p] && !(c->au.want[p] & TRIAL)) /* trials are no switch */
+			gw_ctx_link_codec(c->ctx, p, (c->au.want[p] & ~TRIAL) - 1u);
 	}
 }
 
@@ -274,7 +276,7 @@ int coll_auto_begin(struct gw_coll *c, uint64_t n)
 		    (q && (!(a->rate_of[slow] & 0x7fu) || q < (a->rate_of[slow] & 0x7fu))))
 			slow = r;
 	}
-	a->ag = slow < 0 ? 0 : a->want[slow];
+	a->ag = slow < 0 ? 0 : (uint8_t)(a->want[slow] & ~TRIAL);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
 		rc = probe(c);
 		if (rc)
@@ -285,6 +287,7 @@ int coll_auto_begin(struct gw_coll *c, uint64_t n)
 	}
 	flows_reset(c);
 	record(c);
+	restate(c);
 	a->n = n;
 	a->t0 = gw_now_ns();
 	return 0;
@@ -305,6 +308,7 @@ int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n)
 		a->explore = -1;
 		a->mine = (uint8_t)(ids[a->iforce++ % n] + 1u);
 	}
+	restate(c);
 	return 0;
 }
 
@@ -314,7 +318,7 @@ unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
 
 	if (!c->au.on)
 		return 0;
-	id = owner ? c->au.ag : c->au.want[peer];
+	id = owner ? c->au.ag : c->au.want[peer] & ~TRIAL;
 	return id ? GW_CTX_CODEC(id - 1) : 0;
 }
 
@@ -410,8 +414,8 @@ static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
 	a->mine = a->chosen;
 	a->streak = 0;
 	a->cand = 0;
-	a->tau_ref = a->tau[k->ops->id];
 	a->nlast = 0;
+	a->quiet = 0;
 }
 
 /* An exploration's next call: codec set[i] (or, pruned, the best
@@ -426,7 +430,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 		a->explore++;
 	}
 	if (a->explore < n) {
-		a->mine = (uint8_t)(set[a->explore++].ops->id + 1u);
+		a->mine = (uint8_t)((set[a->explore++].ops->id + 1u) | TRIAL);
 		return;
 	}
 	a->explore = -1;
@@ -443,23 +447,28 @@ static int cmp_double(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* Has the link changed since the last choice (the time of its calls, by
- * CHANGE or more; a median of 3 calls against noise)? The rate alone is no
- * sign: its samples under one codec and another differ where the senders
- * bound them. */
+/* Has the link changed since the last choice? The median time per value
+ * of the last 3 calls against the median of the first 3 after the choice
+ * (single calls are noisy on a shared machine), by CHANGE or more. The
+ * rate alone is no sign: its samples under one codec and another differ
+ * where the senders bound them. */
 static bool changed(struct coll_auto *a, double tau)
 {
 	double m[3];
 
 	a->last[a->nlast++ % 3] = tau;
-	if (a->nlast < 3 || a->quiet < QUIET)
+	if (a->nlast < 3)
 		return false;
 	memcpy(m, a->last, sizeof(m));
 	qsort(m, 3, sizeof(m[0]), cmp_double);
-	return m[1] > CHANGE * a->tau_ref || m[1] * CHANGE < a->tau_ref;
+	if (a->nlast == 3) {
+		a->tau_ref = m[1];
+		return false;
+	}
+	return a->quiet >= QUIET && (m[1] > CHANGE * a->tau_ref || m[1] * CHANGE < a->tau_ref);
 }
 
-void coll_auto_end(struct gw_coll *c)
+static void end(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 	const struct gw_codec *set, *best;
@@ -474,8 +483,8 @@ void coll_auto_end(struct gw_coll *c)
 		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
 		return;
 	}
-	if (a->mine && a->mine - 1u < COLL_AUTO_IDS) { /* what this call ran with */
-		unsigned id = a->mine - 1u;
+	if (a->mine && (a->mine & ~TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
+		unsigned id = (a->mine & ~TRIAL) - 1u;
 
 		a->tau[id] = a->tau_epoch[id] == a->epoch && a->explore < 0
 				     ? 0.5 * a->tau[id] + 0.5 * tau
@@ -507,4 +516,12 @@ void coll_auto_end(struct gw_coll *c)
 	}
 	if (++a->streak >= STREAK)
 		choose(c, best, "measured faster");
+}
+
+void coll_auto_end(struct gw_coll *c)
+{
+	if (c->au.on) {
+		end(c);
+		restate(c);
+	}
 }

@@ -56,15 +56,6 @@
 #define WINDOW 8		       /* units in flight, at most */
 #define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as coll_ring.c's */
 
-/* Offset and length of segment j of chunk k of the ring g's tensor. */
-static uint64_t seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
-{
-	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)j * g->seg;
-
-	*off = OFF(k) + lo;
-	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
-}
-
 /* Unit u: segment u / (size - 1) at distance 1 + u % (size - 1). */
 static uint32_t unit_seg(const struct ring *g, uint32_t u, int *dist)
 {
@@ -92,12 +83,12 @@ static int post_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ct
 	uint64_t off, cnt;
 
 	memset(r, 0, 2 * sizeof(*r));
-	cnt = seg_span(g, mod(me + 1 + g->delta, size), j, &off);
+	cnt = ring_seg_span(g, mod(me + 1 + g->delta, size), j, &off);
 	if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, -d), slot, g->buf + off, cnt,
 				      GW_CTX_ADD, &r[0])))
 		return rc;
 	g->moves += cnt != 0;
-	cnt = seg_span(g, mod(me + d + 1 + g->delta, size), j, &off);
+	cnt = ring_seg_span(g, mod(me + d + 1 + g->delta, size), j, &off);
 	if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, d), slot, g->buf + off, cnt,
 				      g->lossy | GW_CTX_ZEROCOPY |
 					      coll_auto_flag(c, group_peer(grp, d), false),

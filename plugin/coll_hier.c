@@ -302,8 +302,8 @@ static int start(struct pipe *pp)
 			pp->xp++;
 			continue;
 		}
-		coll_ring_init(c, &pp->cross, &c->cross, b + OFF(p), CNT(p), pp->lossy, pp->id,
-			       (pp->npieces + pp->xp) * pp->budget, pp->budget);
+		coll_ring_init(c, &pp->cross, &c->cross, b + OFF(p), CNT(p), NULL, pp->lossy,
+			       pp->id, (pp->npieces + pp->xp) * pp->budget, pp->budget);
 		rc = coll_ring_begin(c, &pp->cross,
 				     RING_ALL | (pp->lossy && c->direct ? RING_DIRECT : 0),
 				     RING_REQS_CROSS);
@@ -316,7 +316,7 @@ static int start(struct pipe *pp)
 		if (ph == RING_AG && pp->xp <= p)
 			return started; /* piece p is still on its way across */
 		b = piece_of(pp, p, &cnt);
-		coll_ring_init(c, &pp->local, &c->local, b, cnt, 0, pp->id, p * pp->budget,
+		coll_ring_init(c, &pp->local, &c->local, b, cnt, NULL, 0, pp->id, p * pp->budget,
 			       pp->budget);
 		rc = coll_ring_begin(c, &pp->local, ph, RING_REQS_MAIN);
 		if (rc)
@@ -434,7 +434,7 @@ static int hier_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsi
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
 	if (!c->hier)
-		return coll_ring_run(c, &c->world, key, buf, n, lossy,
+		return coll_ring_run(c, &c->world, key, buf, n, NULL, lossy,
 				     RING_ALL | (lossy && c->direct ? RING_DIRECT : 0), 0);
 	return hier_sum(c, coll_stream_of(c, key), buf, n, lossy);
 }

@@ -87,6 +87,7 @@ struct gw_coll {
 		uint8_t *want;	       /* size: each rank's choice (wire id + 1, 0 none) */
 		uint8_t *rate_of;      /* size: each rank's rate class | 0x80 probe */
 		uint8_t ag;	       /* owners' payloads this call (id + 1, 0 default) */
+		uint8_t say[2];	       /* stated in the call check: choice, rate class */
 		uint8_t mine;	       /* what this rank states (id + 1): its choice, or
 					* while exploring the codec tried */
 		uint8_t chosen, cand;  /* its choice; another measured faster */
@@ -101,13 +102,14 @@ struct gw_coll {
 		uint64_t n;	       /* this call's values, */
 		int64_t t0;	       /* and when its data phase began */
 		float *probe_buf;
-		uint8_t force[64]; /* gw_coll_auto_force(): ids, */
-		uint32_t nforce, iforce; /* their number, the next */
+		uint8_t force[64];		   /* gw_coll_auto_force(): ids, */
+		uint32_t nforce, iforce;	   /* their number, the next */
 		double tau[COLL_AUTO_IDS];	   /* ns per value, measured per codec */
 		uint32_t tau_epoch[COLL_AUTO_IDS]; /* in that exploration */
 		int8_t measured[COLL_AUTO_IDS];	   /* gw_codec_speed(): 1 done, -1 failed */
 		struct gw_codec_speed speed[COLL_AUTO_IDS];
 	} au;
+	uint64_t *offs; /* size + 1: the shards of a call given counts (coll_allreduce.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -131,6 +133,10 @@ static inline int mod(int a, int m)
 #define KEY_ID (UINT64_C(1) << 63)
 #define KEY_RS (UINT64_C(1) << 62)
 #define KEY_AG (UINT64_C(1) << 61)
+/* Only in the call check's key: a reduce-scatter or float allgather whose
+ * shards were given as counts per rank, other than the chunk rule's; the
+ * descriptor's n then holds FNV-1a 64 of the counts (which fix n too). */
+#define KEY_CNT (UINT64_C(1) << 60)
 
 /* coll.c */
 /* Remember the first error and say where it happened, and with whom. */
@@ -148,8 +154,6 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 /* coll_auto.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
 /* Look at the lossy group's links once (after coll_decide()). Return: 0, -ENOMEM. */
 int coll_auto_init(struct gw_coll *c);
-/* What this rank states in the call check: its choice, its rate class. */
-void coll_auto_state(const struct gw_coll *c, uint8_t *want, uint8_t *rate);
 /* After the call check of a lossy call of n values: the owners' codec,
  * and the probe if some rank asked for one. Return: 0 or the probe's error
  * (coll_fail()). */
@@ -177,7 +181,8 @@ struct ring {
 	const struct coll_group *grp;
 	int next, prev; /* the context's ranks of the neighbours */
 	float *buf;
-	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k) */
+	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k), */
+	const uint64_t *offs;		  /* or [offs[k], offs[k + 1]) when not NULL */
 	int delta;			  /* 0: member i owns chunk i + 1 after the reduce-scatter
 					   * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
 	bool direct;			  /* the reduce-scatter runs in coll_direct.c: */
@@ -196,17 +201,33 @@ struct ring {
 	uint64_t moves;	 /* requests posted or completed so far */
 };
 
+/* Segment j of chunk k of g's tensor: its offset in *off, its length
+ * returned (0 past the chunk's end). Every segment but a chunk's last holds
+ * g->seg values. */
+static inline uint64_t ring_seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
+{
+	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)j * g->seg;
+	uint64_t at = g->offs ? g->offs[k] : OFF(k);
+	uint64_t cnt = g->offs ? g->offs[k + 1] - g->offs[k] : CNT(k);
+
+	*off = at + lo;
+	return lo >= cnt ? 0 : cnt - lo < g->seg ? cnt - lo : g->seg;
+}
+
 /*
  * coll_ring_init() - shape g: the ring over grp of buf[0..n), n > 0, its
  * units on steps [base, base + budget) of the stream id (budget at least
  * 2 (grp->size - 1)). lossy: GW_CTX_LOSSY (only once c->agreed) or 0.
+ * offs: grp->size + 1 chunk offsets (offs[0] = 0, offs[size] = n), kept by
+ * the caller until the run ends, or NULL for the chunk rule (OFF(), CNT()).
  */
 /* g->shm: every other member is reached over the shm provider. Then all are
  * on this rank's host, and each member finds the same (host ids and the
  * local provider agree on every rank: transport/tp.c). */
 void coll_group_links(const struct gw_coll *c, struct coll_group *g);
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
-		    uint64_t n, unsigned lossy, uint32_t id, uint32_t base, uint32_t budget);
+		    uint64_t n, const uint64_t *offs, unsigned lossy, uint32_t id, uint32_t base,
+		    uint32_t budget);
 /*
  * coll_ring_begin() - start the phases asked for (RING_RS, RING_AG, both) of
  * g, with the requests c->reqs[reqs] (which no other ring in flight uses).
@@ -239,9 +260,10 @@ void coll_ring_abort(struct gw_coll *c, struct ring *g);
 int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 			uint64_t n, unsigned lossy, unsigned phases);
 /* The same with the owners delta places on (struct ring): -1 for a
- * reduce-scatter or an allgather whose member i holds chunk i. */
+ * reduce-scatter or an allgather whose member i holds chunk i; and the
+ * chunks offs bounds (NULL: the chunk rule; coll_ring_init()). */
 int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
-		  uint64_t n, unsigned lossy, unsigned phases, int delta);
+		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta);
 
 /* coll_hier.c */
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).

@@ -9,7 +9,10 @@
  * this rank's position in it and its size; the caller may run only the
  * reduce-scatter or only the allgather (RING_RS, RING_AG).
  * buf is cut into size chunks whose lengths differ by at
- * most one; chunk k starts at k * q + min(k, n % size). Ring step t sends
+ * most one; chunk k starts at k * q + min(k, n % size) (the chunk rule), or
+ * where the caller's table of offsets says (struct ring's offs: a
+ * reduce-scatter or float allgather given counts per rank, any of them
+ * zero). Ring step t sends
  * chunk (rank - t) to next and takes chunk (rank - t - 1) from prev: for
  * t < size - 1 it adds into place (reduce-scatter, GW_CTX_ADD), after which
  * rank r owns chunk r + 1; the next size - 1 steps overwrite (allgather).
@@ -63,11 +66,9 @@
 /* Offset and length of what unit u sends (recv = 0) or receives (1). */
 static uint64_t unit_span(const struct ring *g, uint32_t u, int recv, uint64_t *off)
 {
-	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)(u % g->nseg) * g->seg;
 	int k = mod(g->grp->me - (int)(u / g->nseg) - recv + g->delta, g->grp->size);
 
-	*off = OFF(k) + lo;
-	return lo >= CNT(k) ? 0 : CNT(k) - lo < g->seg ? CNT(k) - lo : g->seg;
+	return ring_seg_span(g, k, u % g->nseg, off);
 }
 
 /* Whether unit u belongs to the reduce-scatter phase (else the allgather). */
@@ -467,7 +468,8 @@ static uint64_t segment_values(const struct gw_coll *c, const struct coll_group 
 }
 
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
-		    uint64_t n, unsigned lossy, uint32_t id, uint32_t base, uint32_t budget)
+		    uint64_t n, const uint64_t *offs, unsigned lossy, uint32_t id, uint32_t base,
+		    uint32_t budget)
 {
 	int size = grp->size;
 	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg, seg;
@@ -475,15 +477,21 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 
 	assert(!lossy || c->agreed);
 	assert(budget >= steps);
+	assert(!offs || (offs[0] == 0 && offs[size] == n));
 	*g = (struct ring){ .grp = grp,
 			    .next = group_peer(grp, 1),
 			    .prev = group_peer(grp, -1),
 			    .buf = buf,
 			    .q = q,
 			    .rem = rem,
+			    .offs = offs,
 			    .lossy = lossy,
 			    .id = id,
 			    .base = base };
+	most = offs ? 0 : most; /* segments are cut for the longest chunk */
+	for (int k = 0; offs && k < size; k++)
+		if (offs[k + 1] - offs[k] > most)
+			most = offs[k + 1] - offs[k];
 	/* Segments of about seg_bytes on the wire, no more units than slots. */
 	seg = segment_values(c, grp, lossy, most);
 	nseg = seg && most > seg ? (most + seg - 1) / seg : 1;
@@ -516,16 +524,16 @@ int coll_ring_begin(struct gw_coll *c, struct ring *g, unsigned phases, unsigned
 int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
 			uint64_t n, unsigned lossy, unsigned phases)
 {
-	return coll_ring_run(c, grp, key, buf, n, lossy, phases, 0);
+	return coll_ring_run(c, grp, key, buf, n, NULL, lossy, phases, 0);
 }
 
 int coll_ring_run(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
-		  uint64_t n, unsigned lossy, unsigned phases, int delta)
+		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta)
 {
 	struct ring g;
 	int rc;
 
-	coll_ring_init(c, &g, grp, buf, n, lossy, coll_stream_of(c, key), 0,
+	coll_ring_init(c, &g, grp, buf, n, offs, lossy, coll_stream_of(c, key), 0,
 		       UINT32_C(1) << STEP_BITS);
 	g.delta = delta;
 	rc = coll_ring_begin(c, &g, phases, RING_REQS_MAIN);

@@ -299,6 +299,23 @@ static int plugin_allgather_f32(struct gradwire_context *g, uint32_t id, float *
 	return gw_coll_allgather_f32(g->coll, id, buf, n, flags);
 }
 
+static int plugin_reduce_scatter_counts(struct gradwire_context *g, uint32_t id, float *buf,
+					uint64_t n, const uint64_t *counts, int op, unsigned flags)
+{
+	if (bad_reduce(g, buf, n, op, flags))
+		return -EINVAL;
+	return gw_coll_reduce_scatter_counts(g->coll, id, buf, n, counts, (enum gw_coll_op)op,
+					     flags);
+}
+
+static int plugin_allgather_f32_counts(struct gradwire_context *g, uint32_t id, float *buf,
+				       uint64_t n, const uint64_t *counts, unsigned flags)
+{
+	if (bad_reduce(g, buf, n, GRADWIRE_SUM, flags))
+		return -EINVAL;
+	return gw_coll_allgather_f32_counts(g->coll, id, buf, n, counts, flags);
+}
+
 /* A struct gradwire_queue is a struct gw_queue: the host only holds it. */
 static int plugin_queue_create(struct gradwire_context *g, struct gradwire_queue **out)
 {
@@ -437,4 +454,6 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.error = plugin_error,
 	.reduce_scatter = plugin_reduce_scatter,
 	.allgather_f32 = plugin_allgather_f32,
+	.reduce_scatter_counts = plugin_reduce_scatter_counts,
+	.allgather_f32_counts = plugin_allgather_f32_counts,
 };

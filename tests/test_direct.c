@@ -20,6 +20,14 @@
  * in at most 0.55x the allreduce's wire bytes) and the float allgather
  * (exact without GW_CTX_LOSSY; lossy: every shard within the codec's
  * error and every replica identical, the owner's too).
+ *
+ * Shards given as counts per rank (gw_coll_reduce_scatter_counts(),
+ * gw_coll_allgather_f32_counts()): counts with zeros and uneven ones, on
+ * 2, 3 and 5 ranks, chunks cut in several segments: each rank's shard
+ * exact for `none`, the direct reduce-scatter's error no worse than the
+ * ring's on the same counts nor its wire bytes more, the allgather's
+ * replicas identical; the chunk rule's own counts give the plain call's
+ * bits and wire bytes; ranks that pass different counts all fail, saying so.
  */
 #include <errno.h>
 #include <math.h>
@@ -37,6 +45,7 @@ struct direct_arg {
 	const char *codec;
 	bool dense;   /* a quantizer whose error scales with what it encodes */
 	double bound; /* body_halves(): a shard's relative L2 error, at most */
+	int mode;     /* body_counts_differ(): which disagreement */
 	char dir[64];
 };
 
@@ -376,6 +385,259 @@ static void test_kinds(void)
 	CU_ASSERT_EQUAL(codes[1], 0);
 }
 
+/* ---- shards given as counts per rank ----------------------------------------- */
+
+#define PATTERNS 4
+
+/* counts[0..size) of n values by pattern p: 0 rank 0 holds none (weights
+ * 0, 1, 2, ...); 1 the last rank none, the others uneven (5, 1, 5, ...); 2
+ * uneven, none empty unless n is small (1, 4, 9, ...); 3 the chunk rule's
+ * own. The rest of n goes to the rank of the largest weight. */
+static void pattern(int p, uint64_t n, int size, uint64_t *counts)
+{
+	uint64_t w[TP_MAX_RANKS], sum = 0, at = 0;
+	int big = 0;
+
+	for (int r = 0; r < size; r++) {
+		w[r] = p == 0	? (uint64_t)r
+		       : p == 1 ? (r == size - 1 ? 0
+				   : r % 2	 ? 1
+						 : 5)
+				: (uint64_t)(r + 1) * (uint64_t)(r + 1);
+		sum += w[r];
+		big = w[r] > w[big] ? r : big;
+	}
+	for (int r = 0; r < size; r++) {
+		counts[r] = p == 3 ? n / (uint64_t)size + ((uint64_t)r < n % (uint64_t)size)
+				   : n * w[r] / sum;
+		at += counts[r];
+	}
+	counts[big] += n - at;
+}
+
+static uint64_t offset_of(const uint64_t *counts, int r)
+{
+	uint64_t off = 0;
+
+	for (int i = 0; i < r; i++)
+		off += counts[i];
+	return off;
+}
+
+/* A lossy reduce-scatter of this rank's data for n given counts, by
+ * algorithm k on tensor id: the shard's error (0 when empty) and the wire
+ * bytes sent. Return: 0, or the exit code. */
+static int rs_counts(struct gw_coll *c, struct gw_ctx *ctx, const struct direct_arg *a, int k,
+		     uint32_t id, int rank, int size, uint64_t n, const uint64_t *counts, float *y,
+		     const double *exact, const double *mag, double *err, uint64_t *wire)
+{
+	uint64_t off = offset_of(counts, rank), w0;
+
+	gw_coll_set_algo(c, k == RING ? GW_COLL_ALGO_RING : GW_COLL_ALGO_DIRECT);
+	tu_fill(y, n, ct_seed(rank, n, 0));
+	w0 = wire_sent(ctx, rank, size);
+	if (gw_coll_reduce_scatter_counts(c, id, y, n, counts, GW_COLL_SUM, GW_CTX_LOSSY)) {
+		fprintf(stderr, "rank %d: %s\n", rank, gw_coll_error(c));
+		return 21;
+	}
+	*wire = wire_sent(ctx, rank, size) - w0;
+	if (check_shard(a, y, exact, mag, off, counts[rank], 1.0)) {
+		fprintf(stderr, "rank %d %s n=%llu algo %d: shard [%llu, +%llu) wrong\n", rank,
+			a->codec, (unsigned long long)n, k, (unsigned long long)off,
+			(unsigned long long)counts[rank]);
+		return 22;
+	}
+	*err = counts[rank] ? ct_rel_l2(y + off, exact + off, counts[rank], 1.0) : 0;
+	return 0;
+}
+
+/* The float allgather given counts, exact then lossy: shard r is rank r's
+ * data (within the codec's error when lossy), every replica recorded. */
+static int ag_counts(struct gw_coll *c, const struct direct_arg *a, uint32_t id, int rank, int size,
+		     uint64_t n, const uint64_t *counts, float *y, float *x)
+{
+	uint64_t off = offset_of(counts, rank);
+
+	for (unsigned flags = 0; flags <= GW_CTX_LOSSY; flags += GW_CTX_LOSSY) {
+		for (uint64_t i = 0; i < n; i++)
+			y[i] = (float)rank; /* overwritten, but for this rank's shard */
+		tu_fill(x, n, ct_seed(rank, n, 0));
+		memcpy(y + off, x + off, counts[rank] * 4);
+		if (gw_coll_allgather_f32_counts(c, id, y, n, counts, flags))
+			return 31;
+		for (int r = 0; r < size; r++) {
+			uint64_t o = offset_of(counts, r);
+			double e = 0, t = 0;
+
+			tu_fill(x, n, ct_seed(r, n, 0));
+			for (uint64_t i = o; i < o + counts[r]; i++) {
+				e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+				t += (double)x[i] * x[i];
+			}
+			if (flags == 0 || !strcmp(a->codec, "none") ? e != 0
+								    : e > a->bound * a->bound * t) {
+				fprintf(stderr, "rank %d %s n=%llu flags %u: shard %d wrong\n",
+					rank, a->codec, (unsigned long long)n, flags, r);
+				return 32;
+			}
+		}
+		if (ct_record(a->dir, "gather", rank, y, n * 4))
+			return 33;
+	}
+	return 0;
+}
+
+/* The chunk rule's own counts: the plain reduce-scatter's bits and wire
+ * bytes (each from fresh residuals: tensors of their own). */
+static int rule_counts(struct gw_coll *c, struct gw_ctx *ctx, uint32_t id, int rank, int size,
+		       uint64_t n, const uint64_t *counts, float *y, float *x)
+{
+	uint64_t off = offset_of(counts, rank), w[2];
+
+	/* The algorithm stays the last call's (direct): setting it again would
+	 * add the first lossy call's agreement to the plain call's bytes. */
+	for (int i = 0; i < 2; i++) {
+		float *b = i ? x : y;
+		uint64_t w0 = wire_sent(ctx, rank, size);
+
+		tu_fill(b, n, ct_seed(rank, n, 0));
+		if (i ? gw_coll_reduce_scatter_counts(c, id + 1, b, n, counts, GW_COLL_AVG,
+						      GW_CTX_LOSSY)
+		      : gw_coll_reduce_scatter_id(c, id, b, n, GW_COLL_AVG, GW_CTX_LOSSY))
+			return 41;
+		w[i] = wire_sent(ctx, rank, size) - w0;
+	}
+	if (memcmp(y + off, x + off, counts[rank] * 4) || w[0] != w[1]) {
+		fprintf(stderr, "rank %d n=%llu: the rule's counts differ from the plain call\n",
+			rank, (unsigned long long)n);
+		return 42;
+	}
+	return 0;
+}
+
+static int body_counts(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	const uint64_t sizes[] = { 7, (uint64_t)size * 1000 + 3, 65537 };
+	uint64_t counts[TP_MAX_RANKS];
+	uint32_t id = 100;
+	float small[100] = { 0 };
+	struct rank_env e;
+	struct gw_coll *c;
+
+	if (!(c = open_rank(a, rank, size, dir, &e)))
+		return 10;
+	gw_coll_set_segment(c, 16384); /* several segments a chunk */
+	/* Counts that do not sum to n: refused here, nothing sent. */
+	pattern(2, 100, size, counts);
+	counts[0]++;
+	if (gw_coll_reduce_scatter_counts(c, 1, small, 100, counts, GW_COLL_SUM, 0) != -EINVAL ||
+	    gw_coll_error(c))
+		return 11;
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		uint64_t n = sizes[z], wire[2];
+		float *y = tu_alloc(n * 4), *x = tu_alloc(n * 4);
+		double *exact = tu_alloc(n * 8), *mag = tu_alloc(n * 8), err[2];
+		int rc;
+
+		ct_exact_sum(exact, mag, n, size, 0);
+		for (int p = 0; p < PATTERNS; p++, id += 4) {
+			pattern(p, n, size, counts);
+			for (int k = RING; k <= DIRECT; k++)
+				if ((rc = rs_counts(c, e.ctx, a, k, id + (uint32_t)k, rank, size, n,
+						    counts, y, exact, mag, &err[k], &wire[k])))
+					return rc;
+			if (rank == 0 && n > 1000 && counts[0] && strcmp(a->codec, "none"))
+				printf("\n  %s, %d ranks, n %llu, pattern %d: shard 0 rel err "
+				       "direct %.4g, ring %.4g; wire bytes %llu, %llu",
+				       a->codec, size, (unsigned long long)n, p, err[DIRECT],
+				       err[RING], (unsigned long long)wire[DIRECT],
+				       (unsigned long long)wire[RING]);
+			if (n > 1000 && counts[rank] > 1000 &&
+			    !(err[DIRECT] <= 1.02 * err[RING] + 1e-9)) {
+				fprintf(stderr, "rank %d %s n=%llu p %d: direct %g, ring %g\n",
+					rank, a->codec, (unsigned long long)n, p, err[DIRECT],
+					err[RING]);
+				return 23;
+			}
+			if (wire[DIRECT] > wire[RING] + wire[RING] / 50 + 2048)
+				return 24;
+			if ((rc = ag_counts(c, a, id + 2, rank, size, n, counts, y, x)))
+				return rc;
+		}
+		pattern(3, n, size, counts);
+		if ((rc = rule_counts(c, e.ctx, id, rank, size, n, counts, y, x)))
+			return rc;
+		id += 2;
+		free(y), free(x), free(exact), free(mag);
+	}
+	close_rank(&e);
+	return 0;
+}
+
+static void counts(const char *codec, double bound)
+{
+	static const int ranks[] = { 2, 3, 5 };
+
+	on_ranks(body_counts, (struct direct_arg){ .codec = codec, .bound = bound }, ranks,
+		 sizeof(ranks) / sizeof(ranks[0]), "gather");
+}
+
+static void test_counts(void)
+{
+	counts("none", 0);
+	counts("int8", 2e-2);
+	counts("topk:ratio=0.1", 1.0);
+}
+
+/* Ranks that pass different counts all fail at once, saying so: mode 0 the
+ * last rank's reduce-scatter counts swapped, mode 1 rank 0's allgather
+ * given counts and the others' the chunk rule. */
+static int body_counts_differ(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	uint64_t counts[TP_MAX_RANKS], t;
+	struct rank_env e;
+	struct gw_coll *c;
+	float y[1000];
+	const char *msg, *want;
+	int rc;
+
+	if (!(c = open_rank(a, rank, size, dir, &e)))
+		return 10;
+	tu_fill(y, 1000, ct_seed(rank, 1000, 0));
+	pattern(2, 1000, size, counts);
+	if (a->mode == 0) {
+		if (rank == size - 1)
+			t = counts[0], counts[0] = counts[1], counts[1] = t;
+		rc = gw_coll_reduce_scatter_counts(c, 7, y, 1000, counts, GW_COLL_SUM,
+						   GW_CTX_LOSSY);
+		want = "the counts per rank differ: rank 0 passes counts per rank, hash";
+	} else {
+		rc = gw_coll_allgather_f32_counts(c, 7, y, 1000, rank ? NULL : counts, 0);
+		want = "rank 1 the chunk rule's counts";
+	}
+	msg = gw_coll_error(c);
+	if (rc != -EINVAL || !msg || !strstr(msg, want) || !strstr(msg, "tensor id 7")) {
+		fprintf(stderr, "rank %d: rc %d, \"%s\"\n", rank, rc, msg ? msg : "");
+		return 12;
+	}
+	close_rank(&e);
+	return 0;
+}
+
+static void test_counts_differ(void)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		struct direct_arg a = { .codec = "int8", .mode = mode };
+		int codes[TP_MAX_RANKS], size = 3 - mode;
+
+		CU_ASSERT_EQUAL_FATAL(tp_run(size, 60, body_counts_differ, &a, codes), 0);
+		for (int r = 0; r < size; r++)
+			CU_ASSERT_EQUAL(codes[r], 0);
+	}
+}
+
 /* ---- error feedback: the mean over 30 calls converges ------------------------ */
 
 #define EF_N 20000
@@ -456,6 +718,8 @@ int main(void)
 		{ "error feedback over 30 calls, as the ring's", test_feedback },
 		{ "reduce-scatter and float allgather, exact and lossy", test_halves },
 		{ "ranks that call different collectives fail at once", test_kinds },
+		{ "shards given as counts per rank: zeros, uneven, the rule's own", test_counts },
+		{ "ranks that pass different counts fail at once", test_counts_differ },
 		CU_TEST_INFO_NULL,
 	};
 

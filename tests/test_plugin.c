@@ -241,6 +241,7 @@ static int body(int rank, int size, const char *dir, void *varg)
 	struct gradwire_stats st;
 	char err[512] = "", path[512];
 	float v[16], w[16];
+	const uint64_t counts[3] = { 0, 10, 6 };
 	uint8_t bytes[100];
 	int rc, next = (rank + 1) % size, prev = (rank + size - 1) % size;
 
@@ -317,6 +318,21 @@ static int body(int rank, int size, const char *dir, void *varg)
 	for (int i = 0; i < 16; i++)
 		if (v[i] != (float)i * 6.0f)
 			FAIL(49, "allgather_f32: v[%d] = %g", i, v[i]);
+	/* The same with the shards as counts per rank: 0, 10, 6 values. */
+	for (int i = 0; i < 16; i++)
+		v[i] = (float)(rank + 1) * (float)i;
+	rc = gw->reduce_scatter_counts(c, 10, v, 16, counts, GRADWIRE_SUM, 0);
+	if (rc)
+		FAIL(51, "reduce_scatter_counts: %s", gw->strerror(rc));
+	for (int i = rank == 2 ? 10 : 0; i < (rank == 1 ? 10 : rank == 2 ? 16 : 0); i++)
+		if (v[i] != (float)i * 6.0f)
+			FAIL(52, "reduce_scatter_counts: v[%d] = %g", i, v[i]);
+	rc = gw->allgather_f32_counts(c, 10, v, 16, counts, 0);
+	if (rc)
+		FAIL(53, "allgather_f32_counts: %s", gw->strerror(rc));
+	for (int i = 0; i < 16; i++)
+		if (v[i] != (float)i * 6.0f)
+			FAIL(54, "allgather_f32_counts: v[%d] = %g", i, v[i]);
 
 	/* Broadcast from rank 1. */
 	for (int i = 0; i < 100; i++)

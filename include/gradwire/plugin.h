@@ -303,6 +303,26 @@ struct gradwire_plugin_v1 {
 	 */
 	int (*allgather_f32)(struct gradwire_context *ctx, uint32_t id, float *buf, uint64_t n,
 			     unsigned flags);
+
+	/**
+	 * @reduce_scatter_counts: reduce_scatter() with the shards given as
+	 * counts per rank: rank r ends with the sum or average over every
+	 * rank of buf[off_r, off_r + counts[r]), off_r = counts[0] + ... +
+	 * counts[r - 1]. counts has size entries summing to n (any may be 0);
+	 * NULL, or the allreduce's chunks as counts, is reduce_scatter()
+	 * itself. Every rank must pass the same counts: ranks that do not all
+	 * fail with -EINVAL, and error() says that the counts differ.
+	 */
+	int (*reduce_scatter_counts)(struct gradwire_context *ctx, uint32_t id, float *buf,
+				     uint64_t n, const uint64_t *counts, int op, unsigned flags);
+
+	/**
+	 * @allgather_f32_counts: allgather_f32() with rank r giving
+	 * buf[off_r, off_r + counts[r]) (reduce_scatter_counts()'s shards and
+	 * checks; NULL: allgather_f32() itself).
+	 */
+	int (*allgather_f32_counts)(struct gradwire_context *ctx, uint32_t id, float *buf,
+				    uint64_t n, const uint64_t *counts, unsigned flags);
 };
 
 /* queue_submit(): tickets waiting or running at once, at most. */

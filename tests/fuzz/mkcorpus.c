@@ -411,7 +411,7 @@ static void seed_frames(void)
 static void seed_handshake(void)
 {
 	static const char *const lists[] = { "topk:ratio=0.01,int8,none", "fp16",
-					     "onebit:bucket=64,bf16" };
+					     "onebit:bucket=64,bf16", GW_CODEC_AUTO_DEFAULT };
 	uint8_t buf[1 + GW_HS_HELLO_MAX];
 
 	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
@@ -422,7 +422,7 @@ static void seed_handshake(void)
 					 .mac_mode = (uint8_t)(i % 3),
 					 .nalgs = 2,
 					 .algs = { 2, 1 },
-					 .flags = (uint16_t)(i & 3) };
+					 .flags = (uint16_t)(i == 3 ? GW_HS_F_AUTO : i & 3) };
 		char err[128];
 		int n = gw_codec_list_parse(lists[i], h.codecs, GW_HS_MAX_CODECS, err, sizeof(err));
 		ssize_t len;

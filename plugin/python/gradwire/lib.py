@@ -93,6 +93,10 @@ class PluginV1(ctypes.Structure):
         ("error", _F(_cp, _ctx_p)),
         ("reduce_scatter", _F(_i, _ctx_p, _u32, _vp, _u64, _i, ctypes.c_uint)),
         ("allgather_f32", _F(_i, _ctx_p, _u32, _vp, _u64, ctypes.c_uint)),
+        ("reduce_scatter_counts", _F(_i, _ctx_p, _u32, _vp, _u64,
+                                     ctypes.POINTER(_u64), _i, ctypes.c_uint)),
+        ("allgather_f32_counts", _F(_i, _ctx_p, _u32, _vp, _u64,
+                                    ctypes.POINTER(_u64), ctypes.c_uint)),
     ]
 
 
@@ -211,11 +215,33 @@ def load(path=None):
     return _default
 
 
-def shard_bounds(n, size, rank):
+def shard_bounds(n, size, rank, counts=None):
     """(offset, count) of rank's shard of n values over size ranks: the
-    allreduce's chunks, which reduce_scatter() and allgather_f32() use."""
+    allreduce's chunks, which reduce_scatter() and allgather_f32() use, or
+    with counts (one per rank, summing to n) counts[rank] values after the
+    counts of the ranks before it."""
+    if counts is not None:
+        counts = _check_counts(n, size, counts)
+        return sum(counts[:rank]), counts[rank]
     q, rem = divmod(n, size)
     return rank * q + min(rank, rem), q + (1 if rank < rem else 0)
+
+
+def _check_counts(n, size, counts):
+    """counts as a list of ints: one per rank, none negative, summing to n
+    (ValueError otherwise)."""
+    counts = [int(k) for k in counts]
+    if len(counts) != size or min(counts) < 0 or sum(counts) != n:
+        raise ValueError(f"gradwire: counts {counts} must give each of {size} ranks "
+                         f"a count >= 0, summing to {n}")
+    return counts
+
+
+def _counts_arg(n, size, counts):
+    """A uint64_t[size] of counts for the C table, or None for the chunk rule."""
+    if counts is None:
+        return None
+    return (_u64 * size)(*_check_counts(n, size, counts))
 
 
 class Context:
@@ -310,24 +336,40 @@ class Context:
         self._check(f"receive from rank {peer} on slot {slot} ({n} floats)",
                     self.lib.t.recv(self._live(), peer, slot, ctypes.cast(ptr, _fp), n, flags))
 
-    def reduce_scatter(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0):
+    def reduce_scatter(self, ident, ptr, n, op=GRADWIRE_AVG, flags=0, counts=None):
         """Reduce-scatter of n float32 at ptr, as tensor ident: this rank's
         shard (shard_bounds()) ends with the sum or average over the ranks;
         the rest is left undefined. GRADWIRE_LOSSY: each part compressed
-        once, on its way to its owner."""
-        self._check(f"reduce-scatter of tensor {ident} ({n} floats)",
-                    self.lib.t.reduce_scatter(self._live(), ident, ptr, n, op, flags))
+        once, on its way to its owner. counts: the shards as counts per
+        rank (one per rank, summing to n, zeros allowed; the same on every
+        rank, or every rank fails saying the counts differ); None: the
+        allreduce's chunks."""
+        c = _counts_arg(n, self.size, counts)
+        what = f"reduce-scatter of tensor {ident} ({n} floats)"
+        if c is None:
+            self._check(what, self.lib.t.reduce_scatter(self._live(), ident, ptr, n, op,
+                                                         flags))
+        else:
+            self._check(what, self.lib.t.reduce_scatter_counts(self._live(), ident, ptr, n,
+                                                               c, op, flags))
 
-    def allgather_f32(self, ident, ptr, n, flags=0):
+    def allgather_f32(self, ident, ptr, n, flags=0, counts=None):
         """Every rank's shard (shard_bounds()) of n float32 at ptr, to every
         rank, as tensor ident. GRADWIRE_LOSSY: each owner encodes its shard
-        once and every rank, the owner included, keeps the decoded bits."""
-        self._check(f"allgather of tensor {ident} ({n} floats)",
-                    self.lib.t.allgather_f32(self._live(), ident, ptr, n, flags))
+        once and every rank, the owner included, keeps the decoded bits.
+        counts: as for reduce_scatter()."""
+        c = _counts_arg(n, self.size, counts)
+        what = f"allgather of tensor {ident} ({n} floats)"
+        if c is None:
+            self._check(what, self.lib.t.allgather_f32(self._live(), ident, ptr, n, flags))
+        else:
+            self._check(what, self.lib.t.allgather_f32_counts(self._live(), ident, ptr, n,
+                                                              c, flags))
 
-    def shard_bounds(self, n, rank=None):
-        """(offset, count) of rank's shard of n values (default: this rank)."""
-        return shard_bounds(n, self.size, self.rank if rank is None else rank)
+    def shard_bounds(self, n, rank=None, counts=None):
+        """(offset, count) of rank's shard of n values (default: this
+        rank), by the allreduce's chunks or the counts given."""
+        return shard_bounds(n, self.size, self.rank if rank is None else rank, counts)
 
     def error(self):
         """What the first failed collective said (names the ranks), or ""."""
