@@ -48,6 +48,7 @@
  * to another explored codec needs GAIN for STREAK calls in a row, so that
  * the choice does not flap on noise.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,8 +252,11 @@ static void record(struct gw_coll *c)
 	for (int d = 1; d < g->size; d++) {
 		int p = group_peer(g, d);
 
-		if (c->au.want[p] && !(c->au.want[p] & TRIAL)) /* trials are no switch */
-			gw_ctx_link_codec(c->ctx, p, (c->au.want[p] & ~TRIAL) - 1u);
+		/* Trials are no switch; a choice outside this link's set leaves
+		 * it the connection's default (ctx_send.c). */
+		if (c->au.want[p] && !(c->au.want[p] & TRIAL) &&
+		    gw_ctx_link_codec(c->ctx, p, (c->au.want[p] & ~TRIAL) - 1u) == -ENOENT)
+			gw_ctx_link_codec(c->ctx, p, gw_ctx_codec(c->ctx, p)->ops->id);
 	}
 }
 

@@ -461,6 +461,15 @@ static int body_shared(int rank, int size, const char *dir, void *arg)
 			return 36;
 		}
 	}
+	{ /* the link into rank 0 carries the default: its statistics say so */
+		struct gw_conn_stats st;
+
+		if (gw_ctx_stats(e.ctx, 1 - rank, &st) || strncmp(st.codec_now, "fp16", 4)) {
+			fprintf(stderr, "rank %d: link to %d carries '%s', not fp16\n", rank,
+				1 - rank, st.codec_now);
+			return 37;
+		}
+	}
 	close_rank(&e);
 	free(fixed), free(y);
 	return 0;
