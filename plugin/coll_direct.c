@@ -58,11 +58,11 @@
  * 8 ranks) fills with all size - 1 peers, every region had size - 1 writers
  * at once; with ranks that outnumber cores a writer preempted mid-copy left
  * the others spinning out their slices: pthread_spin_lock took 10% of the
- * samples (the ring 1%), and the direct allreduce 2x the ring's CPU and
- * 2.3x its time (8 ranks on 2 cores, 16 MiB int8). One unit in flight makes
+ * samples (the ring 1-2%), and the direct allreduce 1.9-2.2x the ring's CPU
+ * and 1.8-2.2x its time (8 ranks on 2 cores, 16 MiB int8). One unit in flight makes
  * the exchange pairwise in lockstep - a receiver copies a message out only
  * once its receive is posted, so a sender ahead waits - and each region has
- * about one writer, as in the ring: about the ring's CPU and time
+ * about one writer, as in the ring: 1.0-1.2x the ring's time, 1.2x its CPU
  * (docs/performance.md). Two units in flight were slower than one.
  */
 #include <string.h>
