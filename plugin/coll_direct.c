@@ -49,11 +49,27 @@
  * the ring has: the first version sent to all size - 1 owners at once and,
  * with 8 ranks on 2 cores over shm, took 3-5x the ring's time (many-to-one
  * copies through shm's shared buffers).
+ *
+ * Over shm (every member reached over it) one unit at a time. libfabric
+ * 1.17's shm copies a message into the receiver's shared buffers holding
+ * the receiver's region lock (a pthread spinlock, taken by every sender to
+ * that rank and by the rank itself to copy out), a batch of up to 1 MiB at
+ * a time. With a window of 8 units, which a chunk of one segment (16 MiB at
+ * 8 ranks) fills with all size - 1 peers, every region had size - 1 writers
+ * at once; with ranks that outnumber cores a writer preempted mid-copy left
+ * the others spinning out their slices: pthread_spin_lock took 10% of the
+ * samples (the ring 1-2%), and the direct allreduce 1.9-2.2x the ring's CPU
+ * and 1.8-2.2x its time (8 ranks on 2 cores, 16 MiB int8). One unit in flight makes
+ * the exchange pairwise in lockstep - a receiver copies a message out only
+ * once its receive is posted, so a sender ahead waits - and each region has
+ * about one writer, as in the ring: 0.96-1.36x the ring's time, 1.2x its CPU
+ * (docs/performance.md). Two units in flight were slower than one.
  */
 #include <string.h>
 #include "coll_impl.h"
 
 #define WINDOW 8		       /* units in flight, at most */
+#define SHM_WINDOW 1		       /* the same over shm: see the top of this file */
 #define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as coll_ring.c's */
 
 /* Unit u: segment u / (size - 1) at distance 1 + u % (size - 1). */
@@ -132,6 +148,8 @@ void coll_direct_begin(struct ring *g)
 	uint64_t most = g->seg ? STAGED_MAX / g->seg : WINDOW;
 
 	g->dwindow = most < WINDOW ? (most ? (uint32_t)most : 1) : WINDOW;
+	if (g->grp->shm && g->dwindow > SHM_WINDOW)
+		g->dwindow = SHM_WINDOW;
 	if (g->dwindow > units)
 		g->dwindow = units;
 	g->dposted = g->ddone = 0;

@@ -130,7 +130,7 @@ static int build_groups(struct gw_coll *c, const int *idx, int nhosts, int per_h
 int coll_decide(struct gw_coll *c)
 {
 	int *idx, *count, nhosts, rc = 0, lvl = gw_ctx_log_level(c->ctx);
-	const char *why = NULL, *ring_why;
+	const char *why = NULL;
 	char buf[160];
 
 	if (c->decided)
@@ -173,22 +173,19 @@ int coll_decide(struct gw_coll *c)
 	}
 	/* A lossy allreduce compresses each value twice, whatever the ranks
 	 * (coll_direct.c; in hier, across hosts), unless the ring was asked
-	 * for, or auto finds more than 2 ranks all on one host over shm: there
-	 * the direct reduce-scatter took 2.4x the ring's time and 3x its CPU
-	 * (8 ranks on 2 cores, 16 MiB int8, a quiet machine; over net 0.95x),
-	 * and compressing over shm seldom pays anyway. */
-	ring_why =
-		c->algo_set == GW_COLL_ALGO_RING ? "GRADWIRE_ALGO=ring"
-		: c->algo_set != GW_COLL_ALGO_DIRECT && !c->hier && c->world.shm && c->size > 2
-			? "every rank is on this host, over shm, where many-to-one copies are slow"
-			: NULL;
-	c->direct = !ring_why;
+	 * for. Over shm too: there it runs one unit at a time (coll_direct.c),
+	 * and 8 ranks on 2 cores took about the ring's time (16 MiB int8,
+	 * docs/performance.md), where all peers at once took 2-2.4x. */
+	c->direct = c->algo_set != GW_COLL_ALGO_RING;
+	why = !c->direct		 ? "GRADWIRE_ALGO=ring"
+	      : !c->hier && c->world.shm ? "every rank on this host, over shm: one peer at a time"
+					 : NULL;
 	gw_log(lvl, GW_LOG_INFO, c->rank, "allreduce: lossy calls %s%s%s%s",
 	       c->hier ? "across hosts " : "",
 	       c->direct ? "direct (scatter-reduce-allgather: each value compressed twice, "
 			   "whatever the ranks)"
 			 : "on the ring (each value compressed at every hop)",
-	       ring_why ? ": " : "", ring_why ? ring_why : "");
+	       why ? ": " : "", why ? why : "");
 	c->decided = true;
 out:
 	free(idx);

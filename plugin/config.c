@@ -82,8 +82,8 @@ static const struct param table[] = {
 		    "host, across hosts the ring, direct for lossy calls, exact allgather "
 		    "inside); auto: hier on 2 "
 		    "or more hosts with equal numbers of ranks, more than one each, else "
-		    "direct (but the ring for more than 2 ranks all on one host over "
-		    "shm). hier on another layout runs flat and says why. Every rank "
+		    "direct (over shm too, one peer at a time). hier on another layout "
+		    "runs flat and says why. Every rank "
 		    "must use the same value" },
 	  .type = T_ENUM,
 	  .off = OFF(algo),

@@ -44,6 +44,7 @@
 struct direct_arg {
 	const char *codec;
 	bool dense;   /* a quantizer whose error scales with what it encodes */
+	bool shm;     /* every rank on one host, over shm where libfabric has it */
 	double bound; /* body_halves(): a shard's relative L2 error, at most */
 	int mode;     /* body_counts_differ(): which disagreement */
 	char dir[64];
@@ -72,15 +73,71 @@ struct rank_env {
 	struct gw_coll *c;
 };
 
+/* A rank's context on host 1000 with every other rank, its peers over shm
+ * where libfabric offers it (else the network provider). */
+static int open_shm(const struct direct_arg *a, int rank, int size, const char *dir,
+		    struct rank_env *e)
+{
+	struct tp_env env = { .provider = tp_net_provider(),
+			      .iface = "lo",
+			      .log_level = GW_LOG_ERROR,
+			      .timeout_ms = 15000 };
+	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
+	char err[512] = "store";
+	int rc;
+
+	cfg.tp.local_auto = true;
+	cfg.codec = a->codec;
+	cfg.min_compress_bytes = 64;
+	cfg.host_id = 1000;
+	rc = gw_store_file_create(dir, &e->st);
+	if (!rc)
+		rc = gw_ctx_create(&cfg, rank, size, e->st, &e->ctx, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "rank %d: open: %s (%s)\n", rank, err, gw_strerror(rc));
+	return rc;
+}
+
 static struct gw_coll *open_rank(const struct direct_arg *a, int rank, int size, const char *dir,
 				 struct rank_env *e)
 {
 	*e = (struct rank_env){ 0 };
-	if (ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0, &e->st,
-		    &e->ctx) ||
-	    gw_coll_create(e->ctx, &e->c))
+	if (a->shm ? open_shm(a, rank, size, dir, e)
+		   : ct_open(rank, size, dir, a->codec, NULL, (uint64_t)(rank + 1) * 1000, 0,
+			     &e->st, &e->ctx))
+		return NULL;
+	if (gw_coll_create(e->ctx, &e->c))
 		return NULL;
 	return e->c;
+}
+
+/*
+ * Over shm (a->shm): auto takes the direct allreduce for lossy calls there
+ * too, and segments of 4 KiB give each peer several units (coll_direct.c
+ * runs them one at a time over shm). Return: 0, or 18 when auto chose
+ * otherwise. Without shm here it says so and checks nothing.
+ */
+static int shm_setup(const struct direct_arg *a, struct gw_coll *c, struct gw_ctx *ctx, int rank)
+{
+	const char *algo;
+
+	if (!a->shm)
+		return 0;
+	if (!strstr(gw_ctx_provider(ctx), "shm")) {
+		if (rank == 0)
+			printf("\n  no shm provider here (%s): nothing over shm checked",
+			       gw_ctx_provider(ctx));
+		return 0;
+	}
+	gw_coll_set_segment(c, 4096);
+	gw_coll_set_algo(c, GW_COLL_ALGO_AUTO);
+	algo = gw_coll_algo(c, NULL, NULL);
+	if (!algo || strcmp(algo, "direct")) {
+		fprintf(stderr, "rank %d over %s: auto chose %s for lossy calls, not direct\n",
+			rank, gw_ctx_provider(ctx), algo ? algo : "nothing");
+		return 18;
+	}
+	return 0;
 }
 
 static void close_rank(struct rank_env *e)
@@ -129,9 +186,12 @@ static int body_against_ring(int rank, int size, const char *dir, void *arg)
 	const uint64_t sizes[] = { 1, 7, (uint64_t)size * 1000 + 3, 65537 };
 	struct rank_env e;
 	struct gw_coll *c;
+	int rc;
 
 	if (!(c = open_rank(a, rank, size, dir, &e)))
 		return 10;
+	if ((rc = shm_setup(a, c, e.ctx, rank)))
+		return rc;
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 		uint64_t n = sizes[z], wire[2];
 		float *y = tu_alloc(n * 4);
@@ -227,6 +287,20 @@ static void test_sparse(void)
 	against_ring("onebit", false);
 	against_ring("randomk:ratio=0.1", false);
 	against_ring("topk:ratio=0.1", false);
+}
+
+/* Every rank on one host, over shm: auto's choice is direct, and it does as
+ * the ring does (above), in 4 KiB segments. */
+static void test_shm(void)
+{
+	static const int ranks[] = { 3, 8 };
+
+	on_ranks(body_against_ring,
+		 (struct direct_arg){ .codec = "int8", .dense = true, .shm = true }, ranks,
+		 sizeof(ranks) / sizeof(ranks[0]), "direct");
+	on_ranks(body_against_ring,
+		 (struct direct_arg){ .codec = "fp16", .dense = true, .shm = true }, ranks, 1,
+		 "direct");
 }
 
 /* ---- the halves as collectives: reduce-scatter, float allgather ------------ */
@@ -715,6 +789,7 @@ int main(void)
 		{ "direct against the ring: bf16", test_bf16 },
 		{ "direct against the ring: int8", test_int8 },
 		{ "direct against the ring: onebit, randomk, topk", test_sparse },
+		{ "over shm on one host: auto takes direct; against the ring", test_shm },
 		{ "error feedback over 30 calls, as the ring's", test_feedback },
 		{ "reduce-scatter and float allgather, exact and lossy", test_halves },
 		{ "ranks that call different collectives fail at once", test_kinds },
