@@ -123,25 +123,28 @@ assert 0 <= c1 < c2 < iters - 1, f"the changes came at calls {c1} and {c2} of {i
 # The first call that may have started after a change is the one after
 # the last traced before it. Within 10 calls after each change the link
 # must have switched (its codec changed: an exploration ran) and settled:
-# 3 calls in a row with one codec on every link. At 50 Mbit/s that codec
-# is int8 (a quarter of none's bytes, half of fp16's: 0.17 s a call
-# against 0.34 and 0.67), and the link keeps it to the end of those calls.
-def settled(at, last):
+# 3 calls in a row with the same codec on each link (each receiver
+# chooses its own; on the unshaped link two may differ within noise). At
+# 50 Mbit/s every link settles on int8 (a quarter of none's bytes, half of
+# fp16's: 0.17 s a call against 0.34 and 0.67) and keeps it to the end of
+# those calls.
+def settled(at, last, want):
     for j in range(at + 1, min(at + 10, last - 2) + 1):
         run = [calls[k][2] for k in range(j, j + 3)]
         moved = any(calls[k][2] != calls[k - 1][2] for k in range(at + 1, j + 1))
-        if moved and len(set(run)) == 1 and len(set(run[0])) == 1:
-            return j, run[0][0]
+        if moved and len(set(run)) == 1 and all(x.startswith(want) for x in run[0]):
+            return j, run[0]
     return None, None
-for at, end, what in ((c1, c2, "to 50 Mbit/s"), (c2, iters - 1, "back to unshaped")):
-    j, codec = settled(at, end)
+for at, end, what, want in ((c1, c2, "to 50 Mbit/s", "int8"),
+                            (c2, iters - 1, "back to unshaped", "")):
+    j, codec = settled(at, end, want)
     seen = " ".join("/".join(x.split(":")[0] for x in c[2]) for c in calls[at:at + 14])
     assert j is not None, (f"the change {what} after call {at}: no switch settled within "
                            f"10 calls; calls {at}..: {seen}")
-    print(f"change {what} after call {at}: {calls[at][2][0]} -> {codec} from call {j} "
+    print(f"change {what} after call {at}: {' '.join(calls[at][2])} -> {' '.join(codec)} "
+          f"from call {j} "
           f"({j - at} calls later, settled by call {j + 2})")
     if what == "to 50 Mbit/s":
-        assert codec.startswith("int8"), f"50 Mbit/s settled on {codec}, not int8: {seen}"
         assert all(x.startswith("int8") for x in calls[end][2]), \
             f"50 Mbit/s: the link carries {calls[end][2]} at call {end}, not int8"
 print(f"ok: {iters} calls, replicas identical at every call")
