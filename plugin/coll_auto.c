@@ -432,15 +432,27 @@ static int cmp_double(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* Has the link changed since the last choice (the time of its calls, by
- * CHANGE or more; a median of 3 calls against noise)? The rate alone is no
+/* Has the link changed since the last choice? The time of its calls moved
+ * by CHANGE or more, a median of 3 calls against noise, at least QUIET
+ * calls after an exploration; or by CHANGE squared in each of the last 2
+ * calls, at once: a link that changed during an exploration leaves its
+ * choice measured at the old rate, and 3 calls more, QUIET after it, put
+ * the right choice 13 calls or more after the change. The rate alone is no
  * sign: its samples under one codec and another differ where the senders
  * bound them. */
 static bool changed(struct coll_auto *a, double tau)
 {
-	double m[3];
+	double m[3], lo, hi, big = CHANGE * CHANGE;
 
 	a->last[a->nlast++ % 3] = tau;
+	if (a->nlast >= 2) {
+		double prev = a->last[(a->nlast - 2) % 3];
+
+		lo = prev < tau ? prev : tau;
+		hi = prev < tau ? tau : prev;
+		if (lo >= big * a->tau_ref || hi * big <= a->tau_ref)
+			return true;
+	}
 	if (a->nlast < 3 || a->quiet < QUIET)
 		return false;
 	memcpy(m, a->last, sizeof(m));
