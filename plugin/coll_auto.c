@@ -38,7 +38,7 @@
  * and measured by running it. An exploration runs each codec of the set
  * for one call, all ranks in the same calls (it starts when some rank asks
  * for it in the call check: at the first lossy call, and when a rank's
- * call time per value moved by CHANGE or more), except codecs the
+ * call time per value moved by CHANGE or more, changed() below), except codecs the
  * prediction puts at PRUNE times the best or worse (on a slow link,
  * `none`). Then the fastest measured codec is chosen. Between
  * explorations the current codec's time keeps being measured, and a switch
