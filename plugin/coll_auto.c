@@ -41,7 +41,7 @@
  * and measured by running it. An exploration runs each codec of the set
  * for one call, all ranks in the same calls (it starts when some rank asks
  * for it in the call check: at the first lossy call, and when a rank's
- * call time per value moved by CHANGE or more), except codecs the
+ * call time per value moved by CHANGE or more, changed() below), except codecs the
  * prediction puts at PRUNE times the best or worse (on a slow link,
  * `none`). Then the fastest measured codec is chosen. Between
  * explorations the current codec's time keeps being measured, and a switch
@@ -252,11 +252,12 @@ static void record(struct gw_coll *c)
 	for (int d = 1; d < g->size; d++) {
 		int p = group_peer(g, d);
 
-		/* Trials are no switch; a choice outside this link's set leaves
-		 * it the connection's default (ctx_send.c). */
-		if (c->au.want[p] && !(c->au.want[p] & TRIAL) &&
-		    gw_ctx_link_codec(c->ctx, p, (c->au.want[p] & ~TRIAL) - 1u) == -ENOENT)
-			gw_ctx_link_codec(c->ctx, p, gw_ctx_codec(c->ctx, p)->ops->id);
+		/* Trials show but are no switch; a choice outside this link's
+		 * set leaves it the connection's default (ctx_send.c). */
+		unsigned w = c->au.want[p], trial = w & TRIAL;
+
+		if (w && gw_ctx_link_codec(c->ctx, p, (w & ~TRIAL) - 1u, trial) == -ENOENT)
+			gw_ctx_link_codec(c->ctx, p, gw_ctx_codec(c->ctx, p)->ops->id, trial);
 	}
 }
 
@@ -418,6 +419,7 @@ static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
 	a->mine = a->chosen;
 	a->streak = 0;
 	a->cand = 0;
+	a->tau_chosen = a->tau[k->ops->id];
 	a->nlast = 0;
 	a->quiet = 0;
 }
@@ -451,23 +453,36 @@ static int cmp_double(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* Has the link changed since the last choice? The median time per value
- * of the last 3 calls against the median of the first 3 after the choice
- * (single calls are noisy on a shared machine), by CHANGE or more. The
- * rate alone is no sign: its samples under one codec and another differ
- * where the senders bound them. */
-static bool changed(struct coll_auto *a, double tau)
+/* Has the link changed since the last choice? Single calls are noisy on a
+ * shared machine, so the median time per value of the last 3 calls is
+ * compared, by CHANGE or more:
+ *  - the first 3 after a choice against what the exploration measured for
+ *    the chosen codec (a link that changed during the exploration left its
+ *    choice measured at the old rate);
+ *  - later ones against those first 3, not within QUIET calls of the choice;
+ * and, at once, 2 calls in a row each CHANGE squared away from them (a
+ * link that changed by a factor of 20 should not wait for QUIET). The rate
+ * alone is no sign: its samples under one codec and another differ where
+ * the senders bound them. */
+static bool changed(struct coll_auto *a, double tau, double explored)
 {
-	double m[3];
+	double m[3], big = CHANGE * CHANGE;
 
 	a->last[a->nlast++ % 3] = tau;
+	if (a->nlast > 4) {
+		double prev = a->last[(a->nlast - 2) % 3];
+		double lo = prev < tau ? prev : tau, hi = prev < tau ? tau : prev;
+
+		if (lo >= big * a->tau_ref || hi * big <= a->tau_ref)
+			return true;
+	}
 	if (a->nlast < 3)
 		return false;
 	memcpy(m, a->last, sizeof(m));
 	qsort(m, 3, sizeof(m[0]), cmp_double);
 	if (a->nlast == 3) {
 		a->tau_ref = m[1];
-		return false;
+		return explored > 0 && (m[1] > CHANGE * explored || m[1] * CHANGE < explored);
 	}
 	return a->quiet >= QUIET && (m[1] > CHANGE * a->tau_ref || m[1] * CHANGE < a->tau_ref);
 }
@@ -500,7 +515,7 @@ static void end(struct gw_coll *c)
 		return;
 	}
 	a->quiet++;
-	if (changed(a, tau)) {
+	if (changed(a, tau, a->tau_chosen)) {
 		alog(c, GW_LOG_INFO,
 		     "auto: link into rank %d changed (%.1f MB/s, %.3f ns per value against "
 		     "%.3f): trying each codec again",

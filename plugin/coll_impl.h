@@ -97,7 +97,8 @@ struct gw_coll {
 		uint32_t epoch;	       /* explorations so far */
 		unsigned quiet, nlast; /* calls since the last choice; of last[] */
 		double last[3];	       /* the last calls' time per value, ns */
-		double tau_ref;	       /* the chosen codec's when chosen */
+		double tau_ref;	       /* the median of the first 3 calls after it */
+		double tau_chosen;     /* what it measured when chosen */
 		double rate;	       /* bytes/s into this rank, 0 unknown */
 		uint64_t n;	       /* this call's values, */
 		int64_t t0;	       /* and when its data phase began */

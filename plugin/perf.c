@@ -71,7 +71,16 @@ struct opts {
 	int timeout_s;
 	int hosts; /* local mode: emulate this many hosts (GRADWIRE_HOST_ID), or 0 */
 	bool check, json;
-	bool rs; /* --op reduce_scatter: time gw_coll_reduce_scatter() instead */
+	bool rs;    /* --op reduce_scatter: time gw_coll_reduce_scatter() instead */
+	bool trace; /* --trace: one line per timed call (rank 0) */
+};
+
+/* --trace: what each rank says after one timed call (an exact allgather,
+ * outside the timing). */
+struct trace_info {
+	double s;      /* this rank's time in the call */
+	uint64_t hash; /* of its result (0 for a reduce-scatter) */
+	char now[24];  /* the codec its link to the next rank carries now */
 };
 
 struct rank_info {
@@ -139,7 +148,7 @@ static void usage(FILE *f)
 		   "         [--segment BYTES]\n"
 		   "         [-w warmup] [-i iters] [--check] [--json] [--store DIR]\n"
 		   "         [--job ID] [--timeout-s S] [--hosts H]\n"
-		   "         [--op allreduce|reduce_scatter]\n"
+		   "         [--op allreduce|reduce_scatter] [--trace]\n"
 		   "  sizes take K, M, G (powers of 1024). Under torchrun, mpirun or srun\n"
 		   "  (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
 		   "  every process joins the job through a file store in --store DIR\n"
@@ -149,7 +158,12 @@ static void usage(FILE *f)
 		   "  --hosts H (local mode): the ranks emulate H hosts, rank r on host\n"
 		   "  r * H / n (GRADWIRE_HOST_ID), e.g. for the hierarchical allreduce.\n"
 		   "  --op reduce_scatter times the reduce-scatter (rank r keeps shard r;\n"
-		   "  rel_err is rank 0's shard's, and there are no replicas to compare).\n");
+		   "  rel_err is rank 0's shard's, and there are no replicas to compare).\n"
+		   "  --trace: rank 0 prints one line per timed call (--json: a \"trace\"\n"
+		   "  array in the size's row): its index, the slowest rank's time in ms,\n"
+		   "  the codec each rank's link to the next carries now (GRADWIRE_CODEC=\n"
+		   "  auto), and whether every replica is bit-identical after it (a small\n"
+		   "  exact allgather and a hash per call, both outside the timing).\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -384,6 +398,63 @@ static void print_links(const struct rank_info *all, int size, bool json)
 	printf(json ? "]" : "\n");
 }
 
+/* --trace, after timed call i of t seconds: every rank's codec now and
+ * result hash, gathered exactly (outside the timing). Rank 0 prints the
+ * line now, or with --json keeps it in log (iters x size entries) for the
+ * row. Return: 0 or -errno. */
+static int trace_call(struct gw_coll *c, const struct opts *o, int i, double t, const float *buf,
+		      uint64_t n, struct trace_info *log)
+{
+	struct gw_ctx *ctx = gw_coll_ctx(c);
+	int size = gw_ctx_size(ctx);
+	struct trace_info me = { .s = t }, *all = log + (size_t)i * (size_t)size;
+	struct rank_info ri;
+	bool same = true;
+	double slowest = 0;
+	int rc;
+
+	me.hash = o->rs ? 0 : hash_of(buf, n * sizeof(float));
+	auto_stats(ctx, &ri);
+	memcpy(me.now, ri.now, sizeof(me.now));
+	rc = gw_coll_allgather(c, &me, all, sizeof(me));
+	if (rc || gw_ctx_rank(ctx) != 0 || o->json)
+		return rc;
+	for (int r = 0; r < size; r++) {
+		same &= all[r].hash == all[0].hash;
+		slowest = all[r].s > slowest ? all[r].s : slowest;
+	}
+	printf("# trace: call %d %.1f ms, links", i, slowest * 1e3);
+	for (int r = 0; r < size; r++)
+		printf(" %d>%d %s", r, (r + 1) % size, all[r].now);
+	printf(", identical %s\n", same ? "yes" : "NO");
+	fflush(stdout);
+	return 0;
+}
+
+/* The --json "trace" array of one size's calls, from log. */
+static void print_trace(const struct trace_info *log, int iters, int size)
+{
+	printf(", \"trace\": [");
+	for (int i = 0; i < iters; i++) {
+		const struct trace_info *all = log + (size_t)i * (size_t)size;
+		bool same = true;
+		double slowest = 0;
+
+		for (int r = 0; r < size; r++) {
+			same &= all[r].hash == all[0].hash;
+			slowest = all[r].s > slowest ? all[r].s : slowest;
+		}
+		printf("%s{\"call\": %d, \"ms\": %.3f, \"links\": [", i ? ", " : "", i,
+		       slowest * 1e3);
+		for (int r = 0; r < size; r++) {
+			printf("%s", r ? ", " : "");
+			json_str(all[r].now);
+		}
+		printf("], \"identical\": %s}", same ? "true" : "false");
+	}
+	printf("]");
+}
+
 /* The collective timed: the allreduce, or with --op reduce_scatter the
  * reduce-scatter (rank r's shard: the allreduce's chunk r). */
 static int collective(struct gw_coll *c, const struct opts *o, float *buf, uint64_t n)
@@ -395,7 +466,7 @@ static int collective(struct gw_coll *c, const struct opts *o, float *buf, uint6
 /* One size: returns 0, 1 when --check found the result wrong, or -errno. */
 static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, const char *algo,
 		    uint64_t bytes, float *x, float *buf, double *times, double *all_times,
-		    struct rank_info *all)
+		    struct rank_info *all, struct trace_info *log)
 {
 	double *rss = all_times; /* free until the allgather below */
 	struct gw_ctx *ctx = gw_coll_ctx(c);
@@ -444,6 +515,11 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 		times[i] = now_s() - t;
 		times[o->iters + i] = cpu_s() - cpu;
 		rss[i] = (double)proc_status("VmRSS"); /* outside the timing */
+		if (o->trace) {
+			rc = trace_call(c, o, i, times[i], buf, n, log);
+			if (rc)
+				return rc;
+		}
 	}
 	me.slope = slope_of(rss, o->iters / 4, o->iters);
 	if (proc_status("VmHWM") > me.extra)
@@ -505,6 +581,8 @@ static int run_size(struct gw_coll *c, const struct opts *o, const char *codec, 
 		printf("]");
 		if (strncmp(codec, "auto", 4) == 0)
 			print_links(all, size, true);
+		if (o->trace)
+			print_trace(log, o->iters, size);
 		printf("}\n");
 	} else {
 		printf("%12llu %11.1f %11.1f %10.3f %10.3f %10.3f %10.2e %9s %8.3f %9.1f  %s%s\n",
@@ -612,6 +690,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir, 
 	float *x = NULL, *buf = NULL;
 	double *times = NULL, *all_times = NULL;
 	struct rank_info *all = NULL;
+	struct trace_info *log = NULL;
 	int rc, bad = 0;
 
 	rc = gw_config_load(&cfg, NULL, err, sizeof(err));
@@ -664,7 +743,8 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir, 
 	times = calloc(2 * (size_t)o->iters, sizeof(double)); /* wall, then CPU */
 	all_times = calloc(2 * (size_t)o->iters * (size_t)size, sizeof(double));
 	all = calloc((size_t)size, sizeof(*all));
-	if (!x || !buf || !times || !all_times || !all) {
+	log = calloc(o->trace ? (size_t)o->iters * (size_t)size : 1, sizeof(*log));
+	if (!x || !buf || !times || !all_times || !all || !log) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -693,7 +773,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir, 
 		fflush(stdout);
 	}
 	for (uint64_t b = o->minb; b <= o->maxb; b *= o->factor) {
-		rc = run_size(c, o, codec, algo, b, x, buf, times, all_times, all);
+		rc = run_size(c, o, codec, algo, b, x, buf, times, all_times, all, log);
 		if (rc < 0)
 			break;
 		bad |= rc;
@@ -712,7 +792,7 @@ static int rank_main(const struct opts *o, int rank, int size, const char *dir, 
 out:
 	if (rc < 0)
 		fprintf(stderr, "gradwire-perf: rank %d: %s\n", rank, gw_strerror(rc));
-	free(x), free(buf), free(times), free(all_times), free(all);
+	free(x), free(buf), free(times), free(all_times), free(all), free(log);
 	gw_coll_destroy(c);
 	gw_ctx_destroy(ctx);
 	gw_store_destroy(st);
@@ -886,6 +966,7 @@ int main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "op", required_argument, NULL, 'O' },
+		{ "trace", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -961,6 +1042,9 @@ int main(int argc, char **argv)
 		case 'O':
 			o.rs = !strcmp(optarg, "reduce_scatter");
 			bad |= !o.rs && strcmp(optarg, "allreduce");
+			break;
+		case 'T':
+			o.trace = true;
 			break;
 		case 'h':
 			usage(stdout);

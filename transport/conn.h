@@ -72,8 +72,9 @@ struct gw_conn_stats {
 	uint64_t timeouts, errors;
 	uint64_t residual_resets;
 	/* auto (GRADWIRE_CODEC=auto): the codec the link to the peer carries
-	 * now, as a spec ("" before the first choice), and how often it
-	 * changed (gw_ctx_link_codec()). Otherwise codec and 0. */
+	 * now, as a spec ("" before the first choice; an exploration's trials
+	 * show), and how often auto's choice changed (gw_ctx_link_codec()).
+	 * Otherwise codec and 0. */
 	char codec_now[GW_HS_SPEC_MAX + 1];
 	uint64_t switches;
 };
@@ -345,11 +346,13 @@ const struct gw_codec *gw_ctx_codec(const struct gw_ctx *ctx, int peer);
  */
 int gw_ctx_codec_set(const struct gw_ctx *ctx, int peer, const struct gw_codec **set);
 /**
- * gw_ctx_link_codec() - record auto's choice for the link to peer: codec
- * wire id `id` of its set (the statistics' codec_now; a change counts a
- * switch). Return: 0, -EINVAL (not an auto peer), -ENOENT (not in the set).
+ * gw_ctx_link_codec() - record what auto makes the link to peer carry:
+ * codec wire id `id` of its set (the statistics' codec_now). A choice
+ * (trial false) other than the last choice counts a switch; an
+ * exploration's trial shows in codec_now and counts nothing.
+ * Return: 0, -EINVAL (not an auto peer), -ENOENT (not in the set).
  */
-int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id);
+int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id, bool trial);
 /**
  * gw_ctx_flow_take() - what arrived from peer since the last call (struct
  * gw_ctx_flow), and start counting anew. Return: 0, -EINVAL.

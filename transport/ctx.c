@@ -280,7 +280,7 @@ int gw_ctx_codec_set(const struct gw_ctx *ctx, int peer, const struct gw_codec *
 	return ctx->conns[peer].hs.nset;
 }
 
-int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id)
+int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id, bool trial)
 {
 	struct conn *c;
 	char now[sizeof(c->st.codec_now)];
@@ -293,9 +293,12 @@ int gw_ctx_link_codec(struct gw_ctx *ctx, int peer, unsigned id)
 			continue;
 		if (gw_codec_format(&c->hs.set[i], now, sizeof(now)) < 0)
 			now[0] = '\0';
-		if (c->st.codec_now[0] && strcmp(now, c->st.codec_now))
-			c->st.switches++;
 		memcpy(c->st.codec_now, now, sizeof(now));
+		if (trial)
+			return 0;
+		if (c->chosen && c->chosen != id + 1)
+			c->st.switches++;
+		c->chosen = id + 1;
 		return 0;
 	}
 	return -ENOENT;

@@ -49,6 +49,7 @@ struct conn {
 	struct gw_map slots; /* slot -> struct conn_slot */
 	struct gw_conn_stats st;
 	struct gw_ctx_flow flow; /* auto: what arrived since the last take */
+	unsigned chosen;	 /* auto: the last choice, codec id + 1 (0: none yet) */
 };
 
 struct gw_ctx {
