@@ -152,7 +152,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 		goto avg;
 	if (lossy && !c->lossy_links) /* no link compresses */
 		lossy = 0;
-	rc = lossy ? coll_auto_begin(c, n) : 0;
+	rc = lossy ? coll_auto_begin(c, key, n) : 0;
 	if (!rc)
 		rc = coll_sum(c, key, buf, n, lossy);
 	if (rc)
@@ -245,7 +245,7 @@ static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64
 		if (!c->lossy_links)
 			*lossy = 0;
 	}
-	return *lossy && n ? coll_auto_begin(c, n) : 0;
+	return *lossy && n ? coll_auto_begin(c, key, n) : 0;
 }
 
 /* The arguments every shard collective checks first; then its offsets. */

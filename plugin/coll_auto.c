@@ -261,7 +261,7 @@ static void record(struct gw_coll *c)
 	}
 }
 
-int coll_auto_begin(struct gw_coll *c, uint64_t n)
+int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 {
 	struct coll_auto *a = &c->au;
 	int slow = -1, rc;
@@ -289,11 +289,13 @@ int coll_auto_begin(struct gw_coll *c, uint64_t n)
 		a->probe = false;
 		a->explore = 0;
 		a->epoch++;
+		a->ref = key; /* the same on every rank (the call check) */
 	}
 	flows_reset(c);
 	record(c);
 	restate(c);
 	a->n = n;
+	a->timed = key == a->ref;
 	a->t0 = gw_now_ns();
 	return 0;
 }
@@ -429,6 +431,8 @@ static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
 static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 {
 	struct coll_auto *a = &c->au;
+	const struct gw_codec *best;
+	unsigned cur;
 
 	while (a->explore < n && pruned(c, set, n, a->explore)) {
 		alog(c, GW_LOG_DEBUG, "auto: %s not tried: predicted %.1fx the best or worse",
@@ -442,8 +446,17 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 	a->explore = -1;
 	a->quiet = 0;
 	a->nlast = 0;
-	if (fastest(a, set, n))
-		choose(c, fastest(a, set, n), "measured each");
+	best = fastest(a, set, n);
+	cur = a->chosen ? a->chosen - 1u : 0;
+	/* The choice it had stays unless another was GAIN faster (noise). */
+	if (best && a->chosen && cur < COLL_AUTO_IDS && a->tau_epoch[cur] == a->epoch &&
+	    a->tau[cur] < GAIN * a->tau[best->ops->id]) {
+		a->mine = a->chosen;
+		a->tau_chosen = a->tau[cur];
+		return;
+	}
+	if (best)
+		choose(c, best, "measured each");
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -469,10 +482,13 @@ static bool changed(struct coll_auto *a, double tau, double explored)
 	double m[3], big = CHANGE * CHANGE;
 
 	a->last[a->nlast++ % 3] = tau;
-	if (a->nlast > 4) {
-		double prev = a->last[(a->nlast - 2) % 3];
-		double lo = prev < tau ? prev : tau, hi = prev < tau ? tau : prev;
+	if (a->nlast > 5) { /* all of the last 3 */
+		double lo = a->last[0], hi = a->last[0];
 
+		for (int i = 1; i < 3; i++) {
+			lo = a->last[i] < lo ? a->last[i] : lo;
+			hi = a->last[i] > hi ? a->last[i] : hi;
+		}
 		if (lo >= big * a->tau_ref || hi * big <= a->tau_ref)
 			return true;
 	}
@@ -502,6 +518,12 @@ static void end(struct gw_coll *c)
 		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
 		return;
 	}
+	/* Only calls of the tensor the exploration began with are timed and
+	 * move it on: a host's tensors differ in size (DDP's buckets), and a
+	 * time per value is only comparable on one. The others keep what this
+	 * rank states (a trial spans the calls up to the next of that tensor). */
+	if (!a->timed)
+		return;
 	if (a->mine && (a->mine & ~TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
 		unsigned id = (a->mine & ~TRIAL) - 1u;
 

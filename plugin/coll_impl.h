@@ -101,6 +101,8 @@ struct gw_coll {
 		double tau_chosen;     /* what it measured when chosen */
 		double rate;	       /* bytes/s into this rank, 0 unknown */
 		uint64_t n;	       /* this call's values, */
+		uint64_t ref;	       /* the tensor explorations time (its key) */
+		bool timed;	       /* this call is of ref: it counts */
 		int64_t t0;	       /* and when its data phase began */
 		float *probe_buf;
 		uint8_t force[64];		   /* gw_coll_auto_force(): ids, */
@@ -155,10 +157,10 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 /* coll_auto.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
 /* Look at the lossy group's links once (after coll_decide()). Return: 0, -ENOMEM. */
 int coll_auto_init(struct gw_coll *c);
-/* After the call check of a lossy call of n values: the owners' codec,
- * and the probe if some rank asked for one. Return: 0 or the probe's error
- * (coll_fail()). */
-int coll_auto_begin(struct gw_coll *c, uint64_t n);
+/* After the call check of a lossy call of n values of the tensor key: the
+ * owners' codec, and the probe if some rank asked for one. Return: 0 or the
+ * probe's error (coll_fail()). */
+int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n);
 /* The isend flag for a lossy send to peer (owner: an owner's payload). */
 unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner);
 /* After a lossy call that succeeded: measure, and choose for the next. */
