@@ -52,7 +52,8 @@ SUMMARY_KEYS = {"rank", "size", "ranks", "steps", "timeout_ms", "timeout_source"
                 "links", "raw_sent", "wire_sent", "ratio", "connect_s",
                 "allreduce_s", "time_s"}
 LINK_KEYS = {"global_rank", "codec", "provider", "fell_back", "raw_sent",
-             "wire_sent", "raw_recv", "wire_recv", "timeouts", "errors"}
+             "wire_sent", "raw_recv", "wire_recv", "timeouts", "errors",
+             "codec_now", "switches"}
 
 
 def digest(m):
@@ -188,6 +189,10 @@ def check_summary(s, rank, size, ranks, peers):
               and not x["fell_back"] and x["global_rank"] == ranks[int(p)],
               f"{who}, peer {p} (global {x['global_rank']}): {x['codec']} "
               f"over {x['provider']}, fell back {x['fell_back']}")
+        # A fixed codec is what the link carries now (cut to the field's
+        # 23 characters) and never switches.
+        check(x["codec_now"] == x["codec"][:23] and x["switches"] == 0,
+              f"{who}, peer {p}: now {x['codec_now']!r}, {x['switches']} switches")
     raw = sum(x["raw_sent"] for x in links.values())
     wire = sum(x["wire_sent"] for x in links.values())
     check(s["raw_sent"] == raw and s["wire_sent"] == wire and wire > 0
