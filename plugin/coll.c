@@ -88,6 +88,9 @@ void gw_coll_destroy(struct gw_coll *c)
 	free(c->world.rank);
 	free(c->local.rank);
 	free(c->cross.rank);
+	free(c->grid);
+	free(c->hrs.tmp);
+	free(c->hrs.offs);
 	free(c);
 }
 

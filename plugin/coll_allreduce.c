@@ -271,9 +271,11 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 		rc = shard_begin(c, key, n, offs, hash, op, flags, &lossy, "reduce-scatter");
 	if (rc || c->size == 1 || !n)
 		return rc;
-	/* Lossy: each value compressed once, on its way to its owner. */
-	rc = coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
-			   RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
+	/* Lossy: each value compressed once, on its way to its owner (in
+	 * hier: across hosts only). */
+	rc = c->hier ? coll_hier_reduce_scatter(c, key, buf, n, offs, lossy)
+		     : coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
+				     RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
 	lo = offs ? offs[c->rank] : OFF(c->rank);

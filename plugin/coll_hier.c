@@ -54,7 +54,9 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "coll_impl.h"
 
 /* Host index of every rank (hosts numbered in order of their lowest rank);
@@ -93,35 +95,39 @@ static const char *why_not(int nhosts, const int *count, char *why, size_t len)
 	return NULL;
 }
 
-/* The local and cross groups of this rank (idx: host index of every rank). */
+/* The grid (the rank of each local index on each host) and the local and
+ * cross groups of this rank (idx: host index of every rank). */
 static int build_groups(struct gw_coll *c, const int *idx, int nhosts, int per_host)
 {
-	int mine = idx[c->rank], li = 0, n = 0;
+	int mine = idx[c->rank];
 
 	free(c->local.rank);
 	free(c->cross.rank);
+	free(c->grid);
+	free(c->hrs.offs);
 	c->local = (struct coll_group){ .size = per_host, .name = "allreduce inside the host" };
 	c->cross = (struct coll_group){ .size = nhosts, .name = "allreduce across hosts" };
 	c->local.rank = malloc((size_t)per_host * sizeof(int));
 	c->cross.rank = malloc((size_t)nhosts * sizeof(int));
-	if (!c->local.rank || !c->cross.rank)
+	c->grid = malloc((size_t)nhosts * (size_t)per_host * sizeof(int));
+	c->hrs.offs = malloc(((size_t)per_host + (size_t)nhosts + 2) * sizeof(uint64_t));
+	if (!c->local.rank || !c->cross.rank || !c->grid || !c->hrs.offs)
 		return -ENOMEM;
-	for (int r = 0; r < c->size; r++) {
-		if (idx[r] != mine)
-			continue;
-		if (r == c->rank)
-			c->local.me = n;
-		c->local.rank[n++] = r;
-	}
-	li = c->local.me;
-	c->cross.me = mine;
-	for (int h = 0; h < nhosts; h++) { /* the li-th rank of host h */
+	for (int h = 0; h < nhosts; h++) {
 		int k = 0;
 
 		for (int r = 0; r < c->size; r++)
-			if (idx[r] == h && k++ == li)
-				c->cross.rank[h] = r;
+			if (idx[r] == h)
+				c->grid[h * per_host + k++] = r;
 	}
+	for (int i = 0; i < per_host; i++) {
+		c->local.rank[i] = c->grid[mine * per_host + i];
+		if (c->local.rank[i] == c->rank)
+			c->local.me = i;
+	}
+	c->cross.me = mine;
+	for (int h = 0; h < nhosts; h++)
+		c->cross.rank[h] = c->grid[h * per_host + c->local.me];
 	coll_group_links(c, &c->local);
 	coll_group_links(c, &c->cross);
 	return 0;
@@ -434,4 +440,65 @@ int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned l
 		return coll_ring_run(c, &c->world, key, buf, n, NULL, lossy,
 				     RING_ALL | (lossy && c->direct ? RING_DIRECT : 0), 0);
 	return hier_sum(c, coll_stream_of(c, key), buf, n, lossy);
+}
+
+/*
+ * The hierarchical reduce-scatter. Rank (h, i), local index i on host h,
+ * owns shard s(h, i); the slice of local index i is s(0, i) ... s(H-1, i):
+ *   1. reduce-scatter inside the host, exact: local rank i ends with its
+ *      host's sum of slice i;
+ *   2. reduce-scatter of slice i across hosts among the ranks of local
+ *      index i (lossy as the allreduce's cross ring: each value encoded
+ *      once, direct unless the ring was asked for): rank (h, i) ends with
+ *      the sum of s(h, i) over every rank.
+ * A rank sends (H - 1) / (H L) of n values across hosts, where the flat
+ * reduce-scatter sends (H - 1) / H: L times less on the links between
+ * hosts, for (L - 1) / L of n exactly inside the host. A slice is not
+ * contiguous in buf, so the tensor is first copied slice after slice into
+ * c->hrs.tmp (n values, kept for the next call) and the shard copied back.
+ * The two rings run one after the other (no pipeline), on the two halves
+ * of the tensor's stream: their slots differ, so do their residuals.
+ */
+int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+			     const uint64_t *offs, unsigned lossy)
+{
+	const int L = c->per_host, H = c->nhosts, li = c->local.me, me = c->cross.me;
+	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size, at = 0, len;
+	uint64_t *lo = c->hrs.offs, *xo = c->hrs.offs + L + 1;
+	uint32_t id = coll_stream_of(c, key), half = UINT32_C(1) << (STEP_BITS - 1);
+	float *t;
+	int rc;
+
+	if (n > c->hrs.cap) {
+		t = n <= SIZE_MAX / sizeof(float) ? realloc(c->hrs.tmp, n * sizeof(float)) : NULL;
+		if (!t)
+			return coll_fail(c, -ENOMEM, "reduce-scatter (its copy by slices)", 0);
+		c->hrs.tmp = t;
+		c->hrs.cap = n;
+	}
+	t = c->hrs.tmp;
+	for (int i = 0; i < L; i++) {
+		lo[i] = at;
+		for (int h = 0; h < H; h++) {
+			int r = c->grid[h * L + i];
+			uint64_t o = offs ? offs[r] : OFF(r), k = offs ? offs[r + 1] - o : CNT(r);
+
+			if (i == li)
+				xo[h] = at - lo[i];
+			memcpy(t + at, buf + o, k * sizeof(float));
+			at += k;
+		}
+	}
+	lo[L] = at;
+	len = lo[li + 1] - lo[li];
+	xo[H] = len;
+	rc = coll_ring_run_at(c, &c->local, id, 0, half, t, n, lo, 0, RING_RS, -1);
+	if (!rc && len)
+		rc = coll_ring_run_at(c, &c->cross, id, half, half, t + lo[li], len, xo, lossy,
+				      RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
+	if (rc)
+		return rc;
+	memcpy(buf + (offs ? offs[c->rank] : OFF(c->rank)), t + lo[li] + xo[me],
+	       (xo[me + 1] - xo[me]) * sizeof(float));
+	return 0;
 }

@@ -82,6 +82,13 @@ struct gw_coll {
 	bool direct;		    /* else lossy calls run coll_direct.c's */
 	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
 	struct coll_group world, local, cross;
+	int *grid;		/* nhosts * per_host: the rank of local index i
+				 * on host h at [h * per_host + i] */
+	struct hier_rs {	/* the hierarchical reduce-scatter's (coll_hier.c): */
+		float *tmp;	/* the tensor, slices of each local index in turn */
+		uint64_t cap;	/* values tmp holds */
+		uint64_t *offs; /* per_host + 1 slices, then nhosts + 1 shards */
+	} hrs;
 	struct coll_auto {	       /* GRADWIRE_CODEC=auto (coll_auto.c) */
 		bool init, on;	       /* looked at; the lossy group's links are auto */
 		uint8_t *want;	       /* size: each rank's choice (wire id + 1, 0 none) */
@@ -267,6 +274,10 @@ int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t 
  * chunks offs bounds (NULL: the chunk rule; coll_ring_init()). */
 int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta);
+/* The same on steps [base, base + budget) of the stream id (coll_ring_init()). */
+int coll_ring_run_at(struct gw_coll *c, const struct coll_group *grp, uint32_t id, uint32_t base,
+		     uint32_t budget, float *buf, uint64_t n, const uint64_t *offs, unsigned lossy,
+		     unsigned phases, int delta);
 
 /* coll_hier.c */
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).
@@ -276,6 +287,12 @@ int coll_decide(struct gw_coll *c);
  * decided (coll_decide() must have run): the ring over c->world, or the
  * hierarchical allreduce. Same contract as coll_ring_allreduce(). */
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
+/* The reduce-scatter of buf[0..n) of the tensor key when c->hier, after its
+ * call check: rank r ends with the sum of buf[offs[r], offs[r + 1]) (offs:
+ * size + 1 offsets, or NULL for the chunk rule), the rest of buf undefined.
+ * Return: 0 or -errno (coll_fail() said where). */
+int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
+			     const uint64_t *offs, unsigned lossy);
 
 /* coll_direct.c */
 /* Shape the direct reduce-scatter of g (coll_ring_begin() with RING_DIRECT). */

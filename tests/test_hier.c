@@ -39,6 +39,7 @@ struct hier_arg {
 	int timeout_ms;
 	int kill_rank, kill_ms; /* dies kill_ms into its third call (or -1) */
 	uint64_t piece;		/* the pipeline's pieces (gw_coll_set_piece()); 0: default */
+	bool rs;		/* body_kill(): reduce-scatters, not allreduces */
 	char dir[64];		/* the parent's folder for hashes */
 };
 
@@ -356,6 +357,130 @@ static void test_uneven(void)
 	run(4, 60, body_layout, &a, "h");
 }
 
+/* ---- the hierarchical reduce-scatter --------------------------------------- */
+
+/* counts[0..size) of n: rank 0 none, the others uneven (1, 2, 3, ...), the
+ * rest to the last rank. */
+static void uneven_counts(uint64_t n, int size, uint64_t *counts)
+{
+	uint64_t w = (uint64_t)size * (uint64_t)(size - 1) / 2, at = 0;
+
+	for (int r = 0; r < size; r++) {
+		counts[r] = n * (uint64_t)r / w / 2;
+		at += counts[r];
+	}
+	counts[size - 1] += n - at;
+}
+
+/*
+ * Every rank reduce-scatters the same data with the flat ring and with the
+ * hierarchical reduce-scatter, from zero residuals, with the chunk rule and
+ * with uneven counts (a rank of none): its shard exact for `none`, within
+ * the codec's bound otherwise and, for the dense quantizers, no farther
+ * from the sum than the ring's (which re-encodes at every hop); across
+ * hosts it sends its part of its slice to the ranks of its local index,
+ * (H - 1) shards of about n / size values, not the flat reduce-scatter's
+ * (H - 1) L; inside the host every frame is exact.
+ */
+static int body_rs(int rank, int size, const char *dir, void *arg)
+{
+	static const uint64_t sizes[] = { 1, 7, 1000, 65537 };
+	const struct hier_arg *a = arg;
+	bool dense = !strcmp(a->codec, "int8") || !strcmp(a->codec, "fp16");
+	uint64_t counts[TP_MAX_RANKS];
+	struct rank_state s;
+	int hosts = 0, per_host = 0;
+
+	if (open_rank(a, rank, size, dir, &s))
+		return 10;
+	if (strcmp(gw_coll_algo(s.algo, &hosts, &per_host), "hier"))
+		return 11;
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		uint64_t n = sizes[z];
+		float *y = tu_alloc(n * 4 + 4);
+		double *exact = tu_alloc(n * 8 + 8), *mag = tu_alloc(n * 8 + 8);
+
+		ct_exact_sum(exact, mag, n, size, 0);
+		uneven_counts(n, size, counts);
+		for (int cnt = 0; cnt < 2; cnt++) {
+			const uint64_t *cn = cnt ? counts : NULL;
+			uint64_t off = 0, len, l0, r0, wl0, wr0, f0, l1, r1, wl1, wr1, f1, most;
+			double err[2];
+
+			for (int r = 0; r < rank; r++)
+				off += cn ? cn[r] : n / size + ((uint64_t)r < n % size);
+			len = cn ? cn[rank] : n / size + ((uint64_t)rank < n % size);
+			for (int k = 0; k < 2; k++) { /* the ring ([0]), then hier */
+				gw_ctx_residuals_reset(s.ctx);
+				tu_fill(y, n, ct_seed(rank, n, 0));
+				sent(s.ctx, a, &l0, &r0, &wl0, &wr0, &f0);
+				if (gw_coll_reduce_scatter_counts(k ? s.algo : s.ring, 9, y, n, cn,
+								  GW_COLL_SUM, GW_CTX_LOSSY))
+					return 12;
+				sent(s.ctx, a, &l1, &r1, &wl1, &wr1, &f1);
+				err[k] = len ? ct_rel_l2(y + off, exact + off, len, 1.0) : 0;
+			}
+			if (a->bound == 0) {
+				for (uint64_t i = off; i < off + len; i++)
+					if (!(fabs(y[i] - exact[i]) <= 1e-5 * mag[i] + 1e-30))
+						return 13;
+			} else if (err[1] > a->bound || (dense && err[1] > err[0] * 1.02 + 1e-6)) {
+				fprintf(stderr, "rank %d %s n=%llu: rel err %g (the ring's %g)\n",
+					rank, a->codec, (unsigned long long)n, err[1], err[0]);
+				return 14;
+			}
+			if (rank == 0 && n == 65537 && !cnt)
+				printf("\n  %s, %d ranks (%d hosts): rel err %.2e, the ring's %.2e",
+				       a->codec, size, hosts, err[1], err[0]);
+			/* Across: H - 1 shards of at most n / size + 1 (the
+			 * counts': of the largest), and the call check's
+			 * descriptors (from n = 1000: the first calls
+			 * agreed on the links already). */
+			most = 4 * (uint64_t)(hosts - 1) * (cn ? cn[size - 1] : n / size + 1) +
+			       24 * 2 * (uint64_t)size;
+			if (n >= 1000 && r1 - r0 > most) {
+				fprintf(stderr,
+					"rank %d n=%llu: %llu bytes across hosts, want <= %llu\n",
+					rank, (unsigned long long)n, (unsigned long long)(r1 - r0),
+					(unsigned long long)most);
+				return 15;
+			}
+			if (n == 65537 && (l1 == l0 || wl1 - wl0 < l1 - l0))
+				return 16; /* inside the host: something, exactly */
+		}
+		free(y), free(exact), free(mag);
+	}
+	close_rank(&s);
+	return 0;
+}
+
+static void rs_layouts(const char *codec, double bound)
+{
+	static const struct {
+		int hosts, size;
+		bool interleave;
+	} lay[] = { { 2, 4, true }, { 2, 6, false }, { 3, 6, false } };
+
+	for (size_t i = 0; i < sizeof(lay) / sizeof(lay[0]); i++) {
+		struct hier_arg a = { .codec = codec,
+				      .hosts = lay[i].hosts,
+				      .interleave = lay[i].interleave,
+				      .algo = GW_COLL_ALGO_AUTO,
+				      .bound = bound,
+				      .kill_rank = -1 };
+
+		run(lay[i].size, 90, body_rs, &a, NULL);
+	}
+}
+
+static void test_rs(void)
+{
+	rs_layouts("none", 0);
+	rs_layouts("int8", 2e-2);
+	rs_layouts("fp16", 1e-3);
+	rs_layouts("topk:ratio=0.1", 1.0);
+}
+
 /* ---- error feedback: the running average converges ---------------------------- */
 
 #define EF_N 10000
@@ -453,7 +578,8 @@ static int body_kill(int rank, int size, const char *dir, void *arg)
 		if (call == 2 && rank == a->kill_rank &&
 		    pthread_create(&th, NULL, ct_killer, (void *)&a->kill_ms))
 			return 11;
-		rc = gw_coll_allreduce(s.algo, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
+		rc = a->rs ? gw_coll_reduce_scatter(s.algo, y, n, GW_COLL_SUM, GW_CTX_LOSSY)
+			   : gw_coll_allreduce(s.algo, y, n, GW_COLL_SUM, GW_CTX_LOSSY);
 		if (rc)
 			break;
 	}
@@ -491,6 +617,21 @@ static void test_killed(void)
 	run(4, 60, body_kill, &a, NULL);
 }
 
+/* The same in the hierarchical reduce-scatter, rank 2 dying (the other host). */
+static void test_killed_rs(void)
+{
+	struct hier_arg a = { .codec = "int8",
+			      .hosts = 2,
+			      .algo = GW_COLL_ALGO_HIER,
+			      .want_algo = "hier",
+			      .timeout_ms = 3000,
+			      .kill_rank = 2,
+			      .kill_ms = 20,
+			      .rs = true };
+
+	run(4, 60, body_kill, &a, NULL);
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
@@ -510,6 +651,8 @@ int main(void)
 		{ "error feedback across calls", test_feedback },
 		{ "error feedback across calls, 5 pieces", test_feedback_pieces },
 		{ "rank killed mid-call", test_killed },
+		{ "reduce-scatter: 2x2, 2x3, 3x2, counts, every kind of codec", test_rs },
+		{ "rank killed mid reduce-scatter", test_killed_rs },
 		CU_TEST_INFO_NULL,
 	};
 	tp_pin_loopback();
