@@ -32,7 +32,7 @@
  * The tensor is cut into P pieces of about c->piece_bytes (pieces()), and
  * each goes through the three steps on its own: RS(p) inside the host,
  * X(p) across, AG(p) inside. One thread drives the two rings at once
- * (hier_sum()), stepping each without blocking (coll_ring_step()):
+ * (pipe_run()), stepping each without blocking (coll_ring_step()):
  *   - the local ring runs its stages in one fixed order, the same on every
  *     rank of the host: RS0, RS1, AG0, RS2, AG1, ..., RS(P-1), AG(P-2),
  *     AG(P-1) (local_stage()); AG(p) starts once X(p) completed on this
@@ -110,7 +110,7 @@ static int build_groups(struct gw_coll *c, const int *idx, int nhosts, int per_h
 	c->local.rank = malloc((size_t)per_host * sizeof(int));
 	c->cross.rank = malloc((size_t)nhosts * sizeof(int));
 	c->grid = malloc((size_t)nhosts * (size_t)per_host * sizeof(int));
-	c->hrs.offs = malloc(((size_t)per_host + (size_t)nhosts + 2) * sizeof(uint64_t));
+	c->hrs.offs = malloc((2 * (size_t)per_host + (size_t)nhosts + 3) * sizeof(uint64_t));
 	if (!c->local.rank || !c->cross.rank || !c->grid || !c->hrs.offs)
 		return -ENOMEM;
 	for (int h = 0; h < nhosts; h++) {
@@ -222,7 +222,7 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
  */
 #define PIECES_MAX 64
 /* Nothing moved for this long: wait on one stuck request with the
- * context's timeout (see hier_sum()). */
+ * context's timeout (see pipe_run()). */
 #define STALL_MS 250
 /* A sleep in gw_ctx_progress() when neither ring can move, at most. */
 #define SLEEP_MS 50
@@ -268,9 +268,11 @@ struct pipe {
 	uint32_t npieces, id, budget;
 	unsigned lossy;
 	struct ring local, cross;
-	uint32_t stage;	  /* the local ring's next stage (or the one running) */
-	uint32_t xp;	  /* the cross ring's next piece (or the one running) */
-	uint32_t rs_done; /* pieces reduced inside the host (in order) */
+	bool rs;	      /* the reduce-scatter (coll_hier_reduce_scatter()): */
+	const uint64_t *offs; /* its shards (NULL: the chunk rule) */
+	uint32_t stage;	      /* the local ring's next stage (or the one running) */
+	uint32_t xp;	      /* the cross ring's next piece (or the one running) */
+	uint32_t rs_done;     /* pieces reduced inside the host (in order) */
 	bool local_on, cross_on;
 };
 
@@ -281,6 +283,89 @@ static float *piece_of(const struct pipe *pp, uint32_t p, uint64_t *cnt)
 
 	*cnt = CNT(p);
 	return pp->buf + OFF(p);
+}
+
+/* Shard r of the reduce-scatter's tensor: its first value, *cnt values. */
+static uint64_t shard_of(const struct pipe *pp, int r, uint64_t *cnt)
+{
+	uint64_t q = pp->n / (uint64_t)pp->c->size, rem = pp->n % (uint64_t)pp->c->size;
+
+	*cnt = pp->offs ? pp->offs[r + 1] - pp->offs[r] : CNT(r);
+	return pp->offs ? pp->offs[r] : OFF(r);
+}
+
+/* Piece p of shard r: its first value, *cnt values (pieces of every shard
+ * as the chunk rule cuts a tensor). */
+static uint64_t shard_piece(const struct pipe *pp, int r, uint32_t p, uint64_t *cnt)
+{
+	uint64_t k, at = shard_of(pp, r, &k), q = k / pp->npieces, rem = k % pp->npieces;
+
+	*cnt = CNT(p);
+	return at + OFF(p);
+}
+
+/*
+ * Piece p of the reduce-scatter in c->hrs.tmp, which holds the pieces in
+ * turn, each the slices of its local indices in turn, each slice the
+ * pieces of its ranks' shards host after host. Return: where piece p
+ * begins; *np its values, lo[0..L] its slices' offsets in it, and xo[0..H]
+ * (when not NULL) this rank's slice cut by host.
+ */
+static uint64_t rs_piece(const struct pipe *pp, uint32_t p, uint64_t *np, uint64_t *lo,
+			 uint64_t *xo)
+{
+	const struct gw_coll *c = pp->c;
+	const int L = c->per_host, H = c->nhosts;
+	uint64_t begin = 0, at = 0, k;
+
+	for (uint32_t j = 0; j <= p; j++) {
+		begin += at;
+		at = 0;
+		for (int i = 0; i < L; i++) {
+			if (j == p)
+				lo[i] = at;
+			for (int h = 0; h < H; h++) {
+				if (j == p && xo && i == c->local.me)
+					xo[h] = at - lo[i];
+				shard_piece(pp, c->grid[h * L + i], j, &k);
+				at += k;
+			}
+		}
+	}
+	lo[L] = at;
+	if (xo)
+		xo[H] = lo[c->local.me + 1] - lo[c->local.me];
+	*np = at;
+	return begin;
+}
+
+/* Copy piece p of every shard into c->hrs.tmp (in: before its reduce-
+ * scatter inside the host), or this rank's back into the tensor (out:
+ * once it went across hosts). */
+static void rs_copy(struct pipe *pp, uint32_t p, bool in)
+{
+	struct gw_coll *c = pp->c;
+	const int L = c->per_host, H = c->nhosts;
+	uint64_t *lo = c->hrs.offs + L + 1, xo[2], np, k, o;
+	float *t = c->hrs.tmp + rs_piece(pp, p, &np, lo, NULL);
+
+	if (!in) {
+		xo[0] = xo[1] = lo[c->local.me];
+		for (int h = 0; h <= c->cross.me; h++) {
+			xo[0] = xo[1];
+			shard_piece(pp, c->grid[h * L + c->local.me], p, &k);
+			xo[1] += k;
+		}
+		o = shard_piece(pp, c->rank, p, &k);
+		memcpy(pp->buf + o, t + xo[0], k * sizeof(float));
+		return;
+	}
+	for (int i = 0; i < L; i++)
+		for (int h = 0; h < H; h++) {
+			o = shard_piece(pp, c->grid[h * L + i], p, &k);
+			memcpy(t, pp->buf + o, k * sizeof(float));
+			t += k;
+		}
 }
 
 /* Start what may start: the local ring's next stage (an allgather once its
@@ -295,7 +380,26 @@ static int start(struct pipe *pp)
 	float *b;
 	int rc, started = 0;
 
-	while (!pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
+	while (pp->rs && !pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
+		uint64_t *lo = c->hrs.offs + c->per_host + 1, *xo = lo + c->per_host + 1;
+
+		b = c->hrs.tmp + rs_piece(pp, pp->xp, &cnt, lo, xo);
+		started = 1;
+		if (!xo[c->nhosts]) { /* nothing of this slice in this piece */
+			pp->xp++;
+			continue;
+		}
+		coll_ring_init(c, &pp->cross, &c->cross, b + lo[c->local.me], xo[c->nhosts], xo,
+			       pp->lossy, pp->id, (pp->npieces + pp->xp) * pp->budget, pp->budget);
+		pp->cross.delta = -1;
+		rc = coll_ring_begin(c, &pp->cross,
+				     RING_RS | (pp->lossy && c->direct ? RING_DIRECT : 0),
+				     RING_REQS_CROSS);
+		if (rc)
+			return rc;
+		pp->cross_on = true;
+	}
+	while (!pp->rs && !pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
 		b = piece_of(pp, pp->xp, &cnt);
 		q = cnt / (uint64_t)c->per_host;
 		rem = cnt % (uint64_t)c->per_host;
@@ -314,7 +418,27 @@ static int start(struct pipe *pp)
 			return rc;
 		pp->cross_on = true;
 	}
-	if (!pp->local_on && pp->stage < 2 * pp->npieces) {
+	while (pp->rs && !pp->local_on && pp->stage < pp->npieces) {
+		uint64_t *lo = c->hrs.offs;
+
+		p = pp->stage;
+		b = c->hrs.tmp + rs_piece(pp, p, &cnt, lo, NULL);
+		started = 1;
+		if (!cnt) { /* an empty piece (shards shorter than the pieces) */
+			pp->stage++;
+			pp->rs_done++;
+			continue;
+		}
+		rs_copy(pp, p, true);
+		coll_ring_init(c, &pp->local, &c->local, b, cnt, lo, 0, pp->id, p * pp->budget,
+			       pp->budget);
+		pp->local.delta = -1;
+		rc = coll_ring_begin(c, &pp->local, RING_RS, RING_REQS_MAIN);
+		if (rc)
+			return rc;
+		pp->local_on = true;
+	}
+	if (!pp->rs && !pp->local_on && pp->stage < 2 * pp->npieces) {
 		ph = local_stage(pp->stage, pp->npieces, &p);
 		if (ph == RING_AG && pp->xp <= p)
 			return started; /* piece p is still on its way across */
@@ -385,38 +509,43 @@ static int pipe_fail(struct pipe *pp, struct ring *g, int rc)
  * for it. A dead peer is thus reported after at most STALL_MS plus the
  * timeout, or twice the timeout when the cross ring's wait ends first.
  */
-static int hier_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsigned lossy)
+static int pipe_run(struct pipe *pp)
 {
-	struct pipe pp = { .c = c, .buf = buf, .n = n, .lossy = lossy, .id = id };
+	struct gw_coll *c = pp->c;
 	int64_t idle = gw_now_ms();
 	bool moved, done;
 	uint32_t p;
 	int rc, blocks = 0, bx;
 
-	pp.npieces = pieces(c, n);
-	pp.budget = (UINT32_C(1) << STEP_BITS) / (2 * pp.npieces);
+	pp->npieces = pieces(c, pp->n);
+	pp->budget = (UINT32_C(1) << STEP_BITS) / (2 * pp->npieces);
 	for (;;) {
-		rc = start(&pp);
+		rc = start(pp);
 		if (rc < 0) {
-			coll_fail(c, rc, "allreduce (the pipeline)", 0);
-			return pipe_fail(&pp, NULL, rc);
+			coll_fail(c, rc,
+				  pp->rs ? "reduce-scatter (the pipeline)"
+					 : "allreduce (the pipeline)",
+				  0);
+			return pipe_fail(pp, NULL, rc);
 		}
 		moved = rc > 0;
-		if (!pp.local_on && !pp.cross_on)
-			break;		       /* every stage ran */
-		bx = pp.cross_on ? blocks : 0; /* a stuck cross ring first */
-		rc = step(&pp, &pp.cross, &pp.cross_on, bx, &moved, &done);
+		if (!pp->local_on && !pp->cross_on)
+			break;			/* every stage ran */
+		bx = pp->cross_on ? blocks : 0; /* a stuck cross ring first */
+		rc = step(pp, &pp->cross, &pp->cross_on, bx, &moved, &done);
 		if (rc)
-			return pipe_fail(&pp, &pp.cross, rc);
+			return pipe_fail(pp, &pp->cross, rc);
+		if (done && pp->rs)
+			rs_copy(pp, pp->xp, false);
 		if (done)
-			pp.xp++;
-		rc = step(&pp, &pp.local, &pp.local_on, bx ? 0 : blocks, &moved, &done);
+			pp->xp++;
+		rc = step(pp, &pp->local, &pp->local_on, bx ? 0 : blocks, &moved, &done);
 		if (rc)
-			return pipe_fail(&pp, &pp.local, rc);
+			return pipe_fail(pp, &pp->local, rc);
 		if (done) {
-			if (local_stage(pp.stage, pp.npieces, &p) == RING_RS)
-				pp.rs_done++;
-			pp.stage++;
+			if (pp->rs || local_stage(pp->stage, pp->npieces, &p) == RING_RS)
+				pp->rs_done++;
+			pp->stage++;
 		}
 		blocks = 0;
 		if (moved) {
@@ -429,17 +558,20 @@ static int hier_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n, unsi
 		}
 		rc = gw_ctx_progress(c->ctx, SLEEP_MS);
 		if (rc)
-			return pipe_fail(&pp, pp.cross_on ? &pp.cross : &pp.local, rc);
+			return pipe_fail(pp, pp->cross_on ? &pp->cross : &pp->local, rc);
 	}
 	return 0;
 }
 
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
+	struct pipe pp = { .c = c, .buf = buf, .n = n, .lossy = lossy };
+
 	if (!c->hier)
 		return coll_ring_run(c, &c->world, key, buf, n, NULL, lossy,
 				     RING_ALL | (lossy && c->direct ? RING_DIRECT : 0), 0);
-	return hier_sum(c, coll_stream_of(c, key), buf, n, lossy);
+	pp.id = coll_stream_of(c, key);
+	return pipe_run(&pp);
 }
 
 /*
@@ -454,20 +586,23 @@ int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned l
  * A rank sends (H - 1) / (H L) of n values across hosts, where the flat
  * reduce-scatter sends (H - 1) / H: L times less on the links between
  * hosts, for (L - 1) / L of n exactly inside the host. A slice is not
- * contiguous in buf, so the tensor is first copied slice after slice into
- * c->hrs.tmp (n values, kept for the next call) and the shard copied back.
- * The two rings run one after the other (no pipeline), on the two halves
- * of the tensor's stream: their slots differ, so do their residuals.
+ * contiguous in buf, so each piece is copied slice after slice into
+ * c->hrs.tmp (n values, kept for the next call; rs_piece()) before its
+ * reduce-scatter inside the host, and this rank's part copied back once it
+ * went across. The pipeline is the allreduce's without the allgathers:
+ * RS(p) inside the host, then X(p) across, X(p) beside RS(p + 1).
  */
 int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 			     const uint64_t *offs, unsigned lossy)
 {
-	const int L = c->per_host, H = c->nhosts, li = c->local.me, me = c->cross.me;
-	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size, at = 0, len;
-	uint64_t *lo = c->hrs.offs, *xo = c->hrs.offs + L + 1;
-	uint32_t id = coll_stream_of(c, key), half = UINT32_C(1) << (STEP_BITS - 1);
+	struct pipe pp = { .c = c,
+			   .buf = buf,
+			   .n = n,
+			   .lossy = lossy,
+			   .id = coll_stream_of(c, key),
+			   .rs = true,
+			   .offs = offs };
 	float *t;
-	int rc;
 
 	if (n > c->hrs.cap) {
 		t = n <= SIZE_MAX / sizeof(float) ? realloc(c->hrs.tmp, n * sizeof(float)) : NULL;
@@ -476,29 +611,5 @@ int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64
 		c->hrs.tmp = t;
 		c->hrs.cap = n;
 	}
-	t = c->hrs.tmp;
-	for (int i = 0; i < L; i++) {
-		lo[i] = at;
-		for (int h = 0; h < H; h++) {
-			int r = c->grid[h * L + i];
-			uint64_t o = offs ? offs[r] : OFF(r), k = offs ? offs[r + 1] - o : CNT(r);
-
-			if (i == li)
-				xo[h] = at - lo[i];
-			memcpy(t + at, buf + o, k * sizeof(float));
-			at += k;
-		}
-	}
-	lo[L] = at;
-	len = lo[li + 1] - lo[li];
-	xo[H] = len;
-	rc = coll_ring_run_at(c, &c->local, id, 0, half, t, n, lo, 0, RING_RS, -1);
-	if (!rc && len)
-		rc = coll_ring_run_at(c, &c->cross, id, half, half, t + lo[li], len, xo, lossy,
-				      RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
-	if (rc)
-		return rc;
-	memcpy(buf + (offs ? offs[c->rank] : OFF(c->rank)), t + lo[li] + xo[me],
-	       (xo[me + 1] - xo[me]) * sizeof(float));
-	return 0;
+	return pipe_run(&pp);
 }

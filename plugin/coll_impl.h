@@ -85,9 +85,10 @@ struct gw_coll {
 	int *grid;		/* nhosts * per_host: the rank of local index i
 				 * on host h at [h * per_host + i] */
 	struct hier_rs {	/* the hierarchical reduce-scatter's (coll_hier.c): */
-		float *tmp;	/* the tensor, slices of each local index in turn */
+		float *tmp;	/* the tensor by pieces, each by slices (rs_piece()) */
 		uint64_t cap;	/* values tmp holds */
-		uint64_t *offs; /* per_host + 1 slices, then nhosts + 1 shards */
+		uint64_t *offs; /* per_host + 1 slices (the local ring's), per_host + 1 (scratch),
+				   nhosts + 1 shards (the cross ring's) */
 	} hrs;
 	struct coll_auto {	       /* GRADWIRE_CODEC=auto (coll_auto.c) */
 		bool init, on;	       /* looked at; the lossy group's links are auto */

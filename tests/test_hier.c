@@ -454,7 +454,7 @@ static int body_rs(int rank, int size, const char *dir, void *arg)
 	return 0;
 }
 
-static void rs_layouts(const char *codec, double bound)
+static void rs_layouts(const char *codec, double bound, uint64_t piece)
 {
 	static const struct {
 		int hosts, size;
@@ -467,7 +467,8 @@ static void rs_layouts(const char *codec, double bound)
 				      .interleave = lay[i].interleave,
 				      .algo = GW_COLL_ALGO_AUTO,
 				      .bound = bound,
-				      .kill_rank = -1 };
+				      .kill_rank = -1,
+				      .piece = piece };
 
 		run(lay[i].size, 90, body_rs, &a, NULL);
 	}
@@ -475,10 +476,19 @@ static void rs_layouts(const char *codec, double bound)
 
 static void test_rs(void)
 {
-	rs_layouts("none", 0);
-	rs_layouts("int8", 2e-2);
-	rs_layouts("fp16", 1e-3);
-	rs_layouts("topk:ratio=0.1", 1.0);
+	rs_layouts("none", 0, 0);
+	rs_layouts("int8", 2e-2, 0);
+	rs_layouts("fp16", 1e-3, 0);
+	rs_layouts("topk:ratio=0.1", 1.0, 0);
+}
+
+/* The same in pieces (7 of 65537 values, the chunk rule's shards and the
+ * uneven counts cut in pieces each): X(p) beside RS(p + 1). */
+static void test_rs_pieces(void)
+{
+	rs_layouts("none", 0, PIECE_SMALL);
+	rs_layouts("int8", 2e-2, PIECE_SMALL);
+	rs_layouts("topk:ratio=0.1", 1.0, PIECE_SMALL);
 }
 
 /* ---- error feedback: the running average converges ---------------------------- */
@@ -652,6 +662,7 @@ int main(void)
 		{ "error feedback across calls, 5 pieces", test_feedback_pieces },
 		{ "rank killed mid-call", test_killed },
 		{ "reduce-scatter: 2x2, 2x3, 3x2, counts, every kind of codec", test_rs },
+		{ "reduce-scatter in pieces", test_rs_pieces },
 		{ "rank killed mid reduce-scatter", test_killed_rs },
 		CU_TEST_INFO_NULL,
 	};
