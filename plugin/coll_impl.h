@@ -87,6 +87,7 @@ struct gw_coll {
 	struct hier_rs {	/* the hierarchical reduce-scatter's (coll_hier.c): */
 		float *tmp;	/* the tensor by pieces, each by slices (rs_piece()) */
 		uint64_t cap;	/* values tmp holds */
+		uint8_t said;	/* what was logged: 1 hierarchical, 2 flat */
 		uint64_t *offs; /* per_host + 1 slices (the local ring's), per_host + 1 (scratch),
 				   nhosts + 1 shards (the cross ring's) */
 	} hrs;

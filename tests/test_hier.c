@@ -380,24 +380,31 @@ static void uneven_counts(uint64_t n, int size, uint64_t *counts)
  * from the sum than the ring's (which re-encodes at every hop); across
  * hosts it sends its part of its slice to the ranks of its local index,
  * (H - 1) shards of about n / size values, not the flat reduce-scatter's
- * (H - 1) L; inside the host every frame is exact.
+ * (H - 1) L; inside the host every frame is exact. Codecs of under half
+ * a byte a value (topk 1%, onebit) keep the flat reduce-scatter: the
+ * bits of GRADWIRE_ALGO=direct's.
  */
 static int body_rs(int rank, int size, const char *dir, void *arg)
 {
 	static const uint64_t sizes[] = { 1, 7, 1000, 65537 };
 	const struct hier_arg *a = arg;
 	bool dense = !strcmp(a->codec, "int8") || !strcmp(a->codec, "fp16");
+	/* Under half a byte a value on the wire (topk 10% is 0.8). */
+	bool sparse = !strcmp(a->codec, "topk:ratio=0.01") || !strcmp(a->codec, "onebit");
 	uint64_t counts[TP_MAX_RANKS];
 	struct rank_state s;
+	struct gw_coll *flat;
 	int hosts = 0, per_host = 0;
 
 	if (open_rank(a, rank, size, dir, &s))
 		return 10;
-	if (strcmp(gw_coll_algo(s.algo, &hosts, &per_host), "hier"))
+	if (strcmp(gw_coll_algo(s.algo, &hosts, &per_host), "hier") || gw_coll_create(s.ctx, &flat))
 		return 11;
+	gw_coll_set_segment(flat, 8188);
+	gw_coll_set_algo(flat, GW_COLL_ALGO_DIRECT);
 	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 		uint64_t n = sizes[z];
-		float *y = tu_alloc(n * 4 + 4);
+		float *y = tu_alloc(n * 4 + 4), *yf = tu_alloc(n * 4 + 4);
 		double *exact = tu_alloc(n * 8 + 8), *mag = tu_alloc(n * 8 + 8);
 
 		ct_exact_sum(exact, mag, n, size, 0);
@@ -438,18 +445,32 @@ static int body_rs(int rank, int size, const char *dir, void *arg)
 			 * agreed on the links already). */
 			most = 4 * (uint64_t)(hosts - 1) * (cn ? cn[size - 1] : n / size + 1) +
 			       24 * 2 * (uint64_t)size;
-			if (n >= 1000 && r1 - r0 > most) {
+			if (n >= 1000 && !sparse && r1 - r0 > most) {
 				fprintf(stderr,
 					"rank %d n=%llu: %llu bytes across hosts, want <= %llu\n",
 					rank, (unsigned long long)n, (unsigned long long)(r1 - r0),
 					(unsigned long long)most);
 				return 15;
 			}
-			if (n == 65537 && (l1 == l0 || wl1 - wl0 < l1 - l0))
+			if (n == 65537 && !sparse && (l1 == l0 || wl1 - wl0 < l1 - l0))
 				return 16; /* inside the host: something, exactly */
+			/* Flat: the bits of GRADWIRE_ALGO=direct's reduce-scatter. */
+			if (sparse) {
+				gw_ctx_residuals_reset(s.ctx);
+				tu_fill(yf, n, ct_seed(rank, n, 0));
+				if (gw_coll_reduce_scatter_counts(flat, 9, yf, n, cn, GW_COLL_SUM,
+								  GW_CTX_LOSSY))
+					return 17;
+				if (memcmp(y + off, yf + off, len * 4)) {
+					fprintf(stderr, "rank %d %s n=%llu: not the flat bits\n",
+						rank, a->codec, (unsigned long long)n);
+					return 18;
+				}
+			}
 		}
-		free(y), free(exact), free(mag);
+		free(y), free(yf), free(exact), free(mag);
 	}
+	gw_coll_destroy(flat);
 	close_rank(&s);
 	return 0;
 }
@@ -480,6 +501,8 @@ static void test_rs(void)
 	rs_layouts("int8", 2e-2, 0);
 	rs_layouts("fp16", 1e-3, 0);
 	rs_layouts("topk:ratio=0.1", 1.0, 0);
+	rs_layouts("topk:ratio=0.01", 1.0, 0);
+	rs_layouts("onebit", 1.0, 0);
 }
 
 /* The same in pieces (7 of 65537 values, the chunk rule's shards and the
