@@ -3,7 +3,7 @@
 """test_zero.py - gradwire.torch.zero_hook: ZeroRedundancyOptimizer(overlap_with_ddp=True).
 
 Two processes (torch.multiprocessing, gloo over lo, gradwire over lo) train
-gradwire.synthetic's MLP in three buckets for 40 steps, three ways:
+gradwire.synthetic's MLP in three buckets (a first one of 100 KiB) for 40 steps, three ways:
   zero   ZeRO with gradwire's zero hook, GRADWIRE_CODEC=int8: each bucket's
          gradients go only to the rank that owns it, compressed once;
   ar     plain DDP with gradwire's allreduce hook, the same codec;
@@ -47,7 +47,13 @@ def train(rank, world, kind):
     gen = torch.Generator().manual_seed(1000 + rank)
     torch.manual_seed(0)
     model = synthetic.make_model()
+    # Several buckets: DDP rebuilds them after the first step with a first
+    # one of dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), which would hold this
+    # whole model; the step after ZeRO's setup must take bucket 0 too.
+    first = dist._DEFAULT_FIRST_BUCKET_BYTES
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 100 * 1024
     ddp = DDP(model, bucket_cap_mb=0.1)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = first
     state = zero = opt = None
     if kind == "zero":
         zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.SGD,
@@ -84,7 +90,8 @@ def train(rank, world, kind):
         final = nn.functional.mse_loss(model(eval_x), eval_y).item()
     res = {"losses": losses, "wire": wire, "identical": identical, "final": final,
            "moved": first != synthetic.params_digest(model),
-           "codecs": state.codecs if state else {}}
+           "codecs": state.codecs if state else {},
+           "buckets": len(zero._overlap_info.params_per_bucket) if kind == "zero" else 0}
     if state:
         state.close()
     return res
@@ -119,6 +126,7 @@ def main():
     check(all(all(r["zero"]["identical"]) for r in res),
           "zero hook: parameters bit-identical on both ranks after every step")
     check(z["moved"], "zero hook: the parameters change after ZeRO's setup steps")
+    check(z["buckets"] >= 2, f"zero hook: {z['buckets']} buckets (want several)")
     zb = sum(sum(r["zero"]["wire"][SETUP + 1:]) for r in res)
     ab = sum(sum(r["ar"]["wire"][SETUP + 1:]) for r in res)
     check(0 < zb <= 0.6 * ab,

@@ -777,9 +777,12 @@ def zero_hook(ddp, zero):
             raise ValueError("gradwire zero hook: pass a State(sync=True)")
         info = zero._overlap_info
         if info.status != _OverlapStatus.INITIALIZED:
-            fut = hook(state, bucket)
+            # As torch's hook: the setup may end at this bucket (bucket 0
+            # of the step after DDP's buckets were seen), and then this
+            # bucket is already ZeRO's, else the step misses it.
             zh._hook_with_zero_step_setup(ddp_ref, zero, bucket)
-            return fut
+            if info.status != _OverlapStatus.INITIALIZED:
+                return hook(state, bucket)
         idx, rank = bucket.index(), zero.global_rank
         owners = info.assigned_ranks_per_bucket[idx]
         if len(owners) != 1:
