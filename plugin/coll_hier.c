@@ -368,51 +368,57 @@ static void rs_copy(struct pipe *pp, uint32_t p, bool in)
 		}
 }
 
+/* What the cross ring of piece p reduces: its first value, *cnt values and
+ * *offs its chunks (NULL: the chunk rule). The allreduce: the chunk of the
+ * piece the reduce-scatter inside the host left here; the reduce-scatter:
+ * this rank's slice of the piece, cut by host (rs_piece()). */
+static float *cross_piece(struct pipe *pp, uint32_t p, uint64_t *cnt, const uint64_t **offs)
+{
+	struct gw_coll *c = pp->c;
+	uint64_t *lo = c->hrs.offs + c->per_host + 1, *xo = lo + c->per_host + 1, q, rem, k;
+	uint32_t mine = (uint32_t)((c->local.me + 1) % c->per_host);
+	float *b;
+
+	if (pp->rs) {
+		b = c->hrs.tmp + rs_piece(pp, p, &k, lo, xo);
+		*cnt = xo[c->nhosts];
+		*offs = xo;
+		return b + lo[c->local.me];
+	}
+	b = piece_of(pp, p, &k);
+	q = k / (uint64_t)c->per_host;
+	rem = k % (uint64_t)c->per_host;
+	*cnt = CNT(mine);
+	*offs = NULL;
+	return b + OFF(mine);
+}
+
 /* Start what may start: the local ring's next stage (an allgather once its
  * piece went across hosts), the cross ring's next piece (once reduced
  * inside the host). Return: 0, 1 (something started), -ENOMEM. */
 static int start(struct pipe *pp)
 {
 	struct gw_coll *c = pp->c;
-	uint64_t cnt, q, rem;
+	const uint64_t *offs;
+	uint64_t cnt;
 	unsigned ph;
 	uint32_t p;
 	float *b;
 	int rc, started = 0;
 
-	while (pp->rs && !pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
-		uint64_t *lo = c->hrs.offs + c->per_host + 1, *xo = lo + c->per_host + 1;
-
-		b = c->hrs.tmp + rs_piece(pp, pp->xp, &cnt, lo, xo);
+	while (!pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
+		b = cross_piece(pp, pp->xp, &cnt, &offs);
 		started = 1;
-		if (!xo[c->nhosts]) { /* nothing of this slice in this piece */
+		if (!cnt) { /* nothing of this piece crosses from here */
 			pp->xp++;
 			continue;
 		}
-		coll_ring_init(c, &pp->cross, &c->cross, b + lo[c->local.me], xo[c->nhosts], xo,
-			       pp->lossy, pp->id, (pp->npieces + pp->xp) * pp->budget, pp->budget);
-		pp->cross.delta = -1;
+		coll_ring_init(c, &pp->cross, &c->cross, b, cnt, offs, pp->lossy, pp->id,
+			       (pp->npieces + pp->xp) * pp->budget, pp->budget);
+		pp->cross.delta = pp->rs ? -1 : 0;
 		rc = coll_ring_begin(c, &pp->cross,
-				     RING_RS | (pp->lossy && c->direct ? RING_DIRECT : 0),
-				     RING_REQS_CROSS);
-		if (rc)
-			return rc;
-		pp->cross_on = true;
-	}
-	while (!pp->rs && !pp->cross_on && pp->xp < pp->npieces && pp->rs_done > pp->xp) {
-		b = piece_of(pp, pp->xp, &cnt);
-		q = cnt / (uint64_t)c->per_host;
-		rem = cnt % (uint64_t)c->per_host;
-		p = (uint32_t)((c->local.me + 1) % c->per_host); /* the chunk RS leaves here */
-		started = 1;
-		if (!CNT(p)) { /* nothing of this piece is ours */
-			pp->xp++;
-			continue;
-		}
-		coll_ring_init(c, &pp->cross, &c->cross, b + OFF(p), CNT(p), NULL, pp->lossy,
-			       pp->id, (pp->npieces + pp->xp) * pp->budget, pp->budget);
-		rc = coll_ring_begin(c, &pp->cross,
-				     RING_ALL | (pp->lossy && c->direct ? RING_DIRECT : 0),
+				     (pp->rs ? RING_RS : RING_ALL) |
+					     (pp->lossy && c->direct ? RING_DIRECT : 0),
 				     RING_REQS_CROSS);
 		if (rc)
 			return rc;
