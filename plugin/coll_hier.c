@@ -318,18 +318,15 @@ static uint64_t rs_piece(const struct pipe *pp, uint32_t p, uint64_t *np, uint64
 	const int L = c->per_host, H = c->nhosts;
 	uint64_t begin = 0, at = 0, k;
 
-	for (uint32_t j = 0; j <= p; j++) {
-		begin += at;
-		at = 0;
-		for (int i = 0; i < L; i++) {
-			if (j == p)
-				lo[i] = at;
-			for (int h = 0; h < H; h++) {
-				if (j == p && xo && i == c->local.me)
-					xo[h] = at - lo[i];
-				shard_piece(pp, c->grid[h * L + i], j, &k);
-				at += k;
-			}
+	for (int r = 0; r < c->size; r++) /* the pieces before p of every shard */
+		begin += shard_piece(pp, r, p, &k) - shard_of(pp, r, &k);
+	for (int i = 0; i < L; i++) {
+		lo[i] = at;
+		for (int h = 0; h < H; h++) {
+			if (xo && i == c->local.me)
+				xo[h] = at - lo[i];
+			shard_piece(pp, c->grid[h * L + i], p, &k);
+			at += k;
 		}
 	}
 	lo[L] = at;
