@@ -14,7 +14,7 @@
  *                   its part of chunk k, encoded once with its residual for
  *                   (owner, slot), straight to owner k - 1; the owner adds
  *                   the decoded parts to its own values, exactly, in float32,
- *                   in a fixed order (member me - 1, me - 2, ...);
+ *                   in a fixed order (the schedule's, below);
  *   allgather       the ring's (coll_ring.c, RING_AG): the owner encodes its
  *                   sum once and keeps what the next rank decodes, later
  *                   hops forward that payload byte for byte, so every rank
@@ -41,9 +41,13 @@
  * below the allgather's. So every (peer, slot) - a residual, a sequence, a
  * frame - meets the same segment of the same chunk at every call.
  *
- * Schedule. Unit u is segment j = u / (size - 1) at distance d = 1 + u %
+ * Schedule. Unit u is segment j = u / (size - 1) at step d = 1 + u %
  * (size - 1): this member receives segment j of its chunk from member me - d
- * and sends segment j of member me + d's chunk to it, a pairwise exchange.
+ * and sends segment j of member me + d's chunk to it. When size is a power
+ * of two the partner is me ^ d both ways instead, so members meet in pairs
+ * that wait only on each other: with me - d and me + d a member waits on
+ * two others and a step's waits chain round a cycle, in which one rank
+ * descheduled (ranks that outnumber cores) holds up every other.
  * Up to WINDOW units are in flight (fewer when their staged residuals would
  * exceed STAGED_MAX values), so each member has a few peers at once, as
  * the ring has: the first version sent to all size - 1 owners at once and,
@@ -72,11 +76,24 @@
 #define SHM_WINDOW 1		       /* the same over shm: see the top of this file */
 #define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as coll_ring.c's */
 
-/* Unit u: segment u / (size - 1) at distance 1 + u % (size - 1). */
-static uint32_t unit_seg(const struct ring *g, uint32_t u, int *dist)
+/*
+ * Unit u: segment u / (size - 1), with step d = 1 + u % (size - 1). Return
+ * the segment; *from and *to are the members (as offsets from this one)
+ * this member receives its chunk's segment from and sends theirs to: me - d
+ * and me + d, or, when size is a power of two, both me ^ d (pairs that
+ * wait only on each other: see the top of this file).
+ */
+static uint32_t unit_seg(const struct ring *g, uint32_t u, int *from, int *to)
 {
-	*dist = 1 + (int)(u % (uint32_t)(g->grp->size - 1));
-	return u / (uint32_t)(g->grp->size - 1);
+	int size = g->grp->size, me = g->grp->me, d = 1 + (int)(u % (uint32_t)(size - 1));
+
+	if (!(size & (size - 1))) {
+		*from = *to = (me ^ d) - me;
+	} else {
+		*from = -d;
+		*to = d;
+	}
+	return u / (uint32_t)(size - 1);
 }
 
 /* The requests of unit u, its receive then its send: two of g->rr, a pair
@@ -87,27 +104,27 @@ static struct gw_ctx_req *bank(const struct ring *g, uint32_t u)
 }
 
 /*
- * Post unit u, segment j at distance d: the receive of segment j of this
- * member's chunk from member me - d (added into place), and the send of
- * segment j of member me + d's chunk to it.
+ * Post unit u: the receive of segment j of this member's chunk from member
+ * me + from (added into place), and the send of segment j of member me +
+ * to's chunk to it.
  */
 static int post_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ctx_req *r)
 {
 	const struct coll_group *grp = g->grp;
-	int size = grp->size, me = grp->me, d, rc;
-	uint32_t j = unit_seg(g, u, &d), slot = slot_of(g->id, g->base + j);
+	int size = grp->size, me = grp->me, from, to, rc;
+	uint32_t j = unit_seg(g, u, &from, &to), slot = slot_of(g->id, g->base + j);
 	uint64_t off, cnt;
 
 	memset(r, 0, 2 * sizeof(*r));
 	cnt = ring_seg_span(g, mod(me + 1 + g->delta, size), j, &off);
-	if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, -d), slot, g->buf + off, cnt,
+	if (cnt && (rc = gw_ctx_irecv(c->ctx, group_peer(grp, from), slot, g->buf + off, cnt,
 				      GW_CTX_ADD, &r[0])))
 		return rc;
 	g->moves += cnt != 0;
-	cnt = ring_seg_span(g, mod(me + d + 1 + g->delta, size), j, &off);
-	if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, d), slot, g->buf + off, cnt,
+	cnt = ring_seg_span(g, mod(me + to + 1 + g->delta, size), j, &off);
+	if (cnt && (rc = gw_ctx_isend(c->ctx, group_peer(grp, to), slot, g->buf + off, cnt,
 				      g->lossy | GW_CTX_ZEROCOPY |
-					      coll_auto_flag(c, group_peer(grp, d), false),
+					      coll_auto_flag(c, group_peer(grp, to), false),
 				      &r[1])))
 		return rc;
 	g->moves += cnt != 0;
@@ -117,14 +134,14 @@ static int post_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ct
 /*
  * Finish unit u once it is complete: at once while g may block (its wait
  * counts as one), else only when both its requests completed. Units finish
- * in order, so the owner adds its parts in member order (me - 1, me - 2,
- * ...) and its sum is the same at every call. Return: 0, RING_PENDING, or
+ * in order, so the owner adds its parts in the schedule's order and its sum
+ * is the same at every call. Return: 0, RING_PENDING, or
  * the first error.
  */
 static int finish_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_ctx_req *r)
 {
-	int d, rc;
-	uint32_t slot = slot_of(g->id, g->base + unit_seg(g, u, &d));
+	int from, to, rc;
+	uint32_t slot = slot_of(g->id, g->base + unit_seg(g, u, &from, &to));
 
 	if (!g->blocks) {
 		for (int i = 0; i < 2; i++)
@@ -136,8 +153,9 @@ static int finish_unit(struct gw_coll *c, struct ring *g, uint32_t u, struct gw_
 	rc = gw_ctx_waitall(c->ctx, r, 2);
 	if (rc)
 		return rc;
-	gw_ctx_slot_trim(c->ctx, group_peer(g->grp, -d), slot, 0);
-	gw_ctx_slot_trim(c->ctx, group_peer(g->grp, d), slot, 0);
+	gw_ctx_slot_trim(c->ctx, group_peer(g->grp, from), slot, 0);
+	if (to != from)
+		gw_ctx_slot_trim(c->ctx, group_peer(g->grp, to), slot, 0);
 	g->moves++;
 	return 0;
 }
