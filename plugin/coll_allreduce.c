@@ -259,33 +259,6 @@ static int shard_args(struct gw_coll *c, float *buf, uint64_t n, const uint64_t 
 	return shard_offsets(c, n, counts, offs, hash);
 }
 
-/*
- * Whether a reduce-scatter runs hierarchically (coll_hier.c): where the
- * hierarchical allreduce does, unless the call is lossy with a codec of
- * under RS_HIER_BPV wire bytes a value across hosts (sparse and 1-bit:
- * 30-50x). Those keep the flat one, every value encoded once to its owner:
- * on 2x2 ranks over a 1 Gbit/s link the hierarchical one's exact phase
- * inside the host cost more than the few bytes it saves across (topk 1%
- * and onebit 1.4-1.9x the flat one's time), where int8 took 0.53-0.57x
- * (docs/performance.md). Logged at info when the choice changes.
- */
-#define RS_HIER_BPV 0.5
-static bool rs_hier(struct gw_coll *c, unsigned lossy)
-{
-	bool hier = c->hier && (!lossy || c->wire_bpv >= RS_HIER_BPV);
-	uint8_t said = hier ? 1 : 2;
-
-	if (c->hier && c->hrs.said != said)
-		gw_log(gw_ctx_log_level(c->ctx), GW_LOG_INFO, c->rank, "reduce-scatter: %s",
-		       hier ? "hierarchical (exact inside the host, then "
-			      "across hosts, each value encoded once)"
-			    : "flat, direct: the codec sends under half a "
-			      "byte a value across hosts, where the exact "
-			      "phase inside the host costs more than it saves");
-	c->hrs.said = said;
-	return hier;
-}
-
 static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 			  const uint64_t *counts, enum gw_coll_op op, unsigned flags)
 {
@@ -299,7 +272,7 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: each value compressed once, on its way to its owner. */
-	rc = rs_hier(c, lossy)
+	rc = coll_hier_for(c, lossy, "reduce-scatter")
 		     ? coll_hier_reduce_scatter(c, key, buf, n, offs, lossy)
 		     : coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
 				     RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);

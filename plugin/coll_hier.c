@@ -566,11 +566,39 @@ static int pipe_run(struct pipe *pp)
 	return 0;
 }
 
+/*
+ * Whether a call runs hierarchically: where the hierarchical allreduce was
+ * decided, unless the call is lossy with a codec of under HIER_BPV wire
+ * bytes a value across hosts (sparse and 1-bit: 30-50x). Those run flat and
+ * direct, every value encoded once to its owner: on 2x2 ranks over a 1
+ * Gbit/s link the exact phases inside the host cost more CPU than the few
+ * bytes they save across. topk 1%: the hierarchical allreduce 1.8x and 1.2x
+ * the flat direct one's time at 16 and 64 MiB, its reduce-scatter 1.6-1.7x;
+ * onebit 1.2-1.4x; int8 took 0.53-0.57x (docs/performance.md). Logged at
+ * info when the choice changes; what: "allreduce" or "reduce-scatter".
+ */
+#define HIER_BPV 0.5
+bool coll_hier_for(struct gw_coll *c, unsigned lossy, const char *what)
+{
+	bool hier = c->hier && (!lossy || c->wire_bpv >= HIER_BPV);
+	uint8_t said = hier ? 1 : 2, *was = &c->hier_said[*what == 'r'];
+
+	if (c->hier && *was != said)
+		gw_log(gw_ctx_log_level(c->ctx), GW_LOG_INFO, c->rank, "%s: %s", what,
+		       hier ? "hierarchical (exact inside the host, then "
+			      "across hosts, each value encoded once)"
+			    : "flat, direct: the codec sends under half a "
+			      "byte a value across hosts, where the exact "
+			      "phases inside the host cost more than they save");
+	*was = said;
+	return hier;
+}
+
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy)
 {
 	struct pipe pp = { .c = c, .buf = buf, .n = n, .lossy = lossy };
 
-	if (!c->hier)
+	if (!coll_hier_for(c, lossy, "allreduce"))
 		return coll_ring_run(c, &c->world, key, buf, n, NULL, lossy,
 				     RING_ALL | (lossy && c->direct ? RING_DIRECT : 0), 0);
 	pp.id = coll_stream_of(c, key);

@@ -80,6 +80,8 @@ struct gw_coll {
 	bool decided;		    /* hier, local, cross and the counts hold: */
 	bool hier;		    /* the hierarchical allreduce runs */
 	bool direct;		    /* else lossy calls run coll_direct.c's */
+	uint8_t hier_said[2];	    /* what coll_hier_for() logged for the allreduce,
+				     * the reduce-scatter: 1 hierarchical, 2 flat */
 	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
 	struct coll_group world, local, cross;
 	int *grid;		/* nhosts * per_host: the rank of local index i
@@ -87,7 +89,6 @@ struct gw_coll {
 	struct hier_rs {	/* the hierarchical reduce-scatter's (coll_hier.c): */
 		float *tmp;	/* the tensor by pieces, each by slices (rs_piece()) */
 		uint64_t cap;	/* values tmp holds */
-		uint8_t said;	/* what was logged: 1 hierarchical, 2 flat */
 		uint64_t *offs; /* per_host + 1 slices (the local ring's), per_host + 1 (scratch),
 				   nhosts + 1 shards (the cross ring's) */
 	} hrs;
@@ -285,9 +286,13 @@ int coll_ring_run_at(struct gw_coll *c, const struct coll_group *grp, uint32_t i
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).
  * Return: 0 or -ENOMEM. */
 int coll_decide(struct gw_coll *c);
+/* Whether a call (lossy or not) of what ("allreduce", "reduce-scatter")
+ * runs hierarchically: c->hier, unless lossy with a sparse or 1-bit codec. */
+bool coll_hier_for(struct gw_coll *c, unsigned lossy, const char *what);
 /* The sum of buf[0..n) of the tensor key on every rank, by the algorithm
  * decided (coll_decide() must have run): the ring over c->world, or the
- * hierarchical allreduce. Same contract as coll_ring_allreduce(). */
+ * hierarchical allreduce (coll_hier_for()). Same contract as
+ * coll_ring_allreduce(). */
 int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
 /* The reduce-scatter of buf[0..n) of the tensor key when c->hier, after its
  * call check: rank r ends with the sum of buf[offs[r], offs[r + 1]) (offs:
