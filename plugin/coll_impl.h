@@ -277,10 +277,6 @@ int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t 
  * chunks offs bounds (NULL: the chunk rule; coll_ring_init()). */
 int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta);
-/* The same on steps [base, base + budget) of the stream id (coll_ring_init()). */
-int coll_ring_run_at(struct gw_coll *c, const struct coll_group *grp, uint32_t id, uint32_t base,
-		     uint32_t budget, float *buf, uint64_t n, const uint64_t *offs, unsigned lossy,
-		     unsigned phases, int delta);
 
 /* coll_hier.c */
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).

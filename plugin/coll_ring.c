@@ -530,18 +530,11 @@ int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *grp, uint64_
 int coll_ring_run(struct gw_coll *c, const struct coll_group *grp, uint64_t key, float *buf,
 		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta)
 {
-	return coll_ring_run_at(c, grp, coll_stream_of(c, key), 0, UINT32_C(1) << STEP_BITS, buf, n,
-				offs, lossy, phases, delta);
-}
-
-int coll_ring_run_at(struct gw_coll *c, const struct coll_group *grp, uint32_t id, uint32_t base,
-		     uint32_t budget, float *buf, uint64_t n, const uint64_t *offs, unsigned lossy,
-		     unsigned phases, int delta)
-{
 	struct ring g;
 	int rc;
 
-	coll_ring_init(c, &g, grp, buf, n, offs, lossy, id, base, budget);
+	coll_ring_init(c, &g, grp, buf, n, offs, lossy, coll_stream_of(c, key), 0,
+		       UINT32_C(1) << STEP_BITS);
 	g.delta = delta;
 	rc = coll_ring_begin(c, &g, phases, RING_REQS_MAIN);
 	if (rc)
