@@ -66,8 +66,9 @@
  * and 1.8-2.2x its time (8 ranks on 2 cores, 16 MiB int8). One unit in flight makes
  * the exchange pairwise in lockstep - a receiver copies a message out only
  * once its receive is posted, so a sender ahead waits - and each region has
- * about one writer, as in the ring: 0.96-1.36x the ring's time, 1.2x its CPU
- * (docs/performance.md). Two units in flight were slower than one.
+ * about one writer, as in the ring: 0.96-1.36x the ring's time, and
+ * 1.07-1.17x with the pairs of a power of two (the schedule, below), 1.3-1.4x
+ * its CPU (docs/performance.md). Two units in flight were slower than one.
  */
 #include <string.h>
 #include "coll_impl.h"
