@@ -574,7 +574,7 @@ static int pipe_run(struct pipe *pp)
  * Gbit/s link the exact phases inside the host cost more CPU than the few
  * bytes they save across. topk 1%: the hierarchical allreduce 1.8x and 1.2x
  * the flat direct one's time at 16 and 64 MiB, its reduce-scatter 1.6-1.7x;
- * onebit 1.2-1.4x; int8 took 0.53-0.57x (docs/performance.md). Logged at
+ * onebit 1.2-1.5x; int8 took 0.53-0.57x (docs/performance.md). Logged at
  * info when the choice changes; what: "allreduce" or "reduce-scatter".
  */
 #define HIER_BPV 0.5
