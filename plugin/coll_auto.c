@@ -39,14 +39,17 @@
  *   wire(k) = values x wire bytes per value / rate
  *   T(k) = max(cpu, wire) + OVERLAP_REST x min(cpu, wire)
  * and measured by running it. An exploration runs each codec of the set
- * for one call, all ranks in the same calls (it starts when some rank asks
+ * for one call (the codec the link had runs its first, as stated before it
+ * began), all ranks in the same calls (it starts when some rank asks
  * for it in the call check: at the first lossy call, and when a rank's
  * call time per value moved by CHANGE or more, changed() below), except codecs the
  * prediction puts at PRUNE times the best or worse (on a slow link,
  * `none`). Then the fastest measured codec is chosen. Between
  * explorations the current codec's time keeps being measured, and a switch
  * to another explored codec needs GAIN for STREAK calls in a row, so that
- * the choice does not flap on noise.
+ * the choice does not flap on noise; only while the current codec's time
+ * stays within CHANGE of its own at the choice (beyond, the link changed
+ * and the others' times are stale: changed() explores again).
  */
 #include <errno.h>
 #include <math.h>
@@ -434,7 +437,17 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 	const struct gw_codec *best;
 	unsigned cur;
 
-	while (a->explore < n && pruned(c, set, n, a->explore)) {
+	while (a->explore < n) {
+		unsigned id = set[a->explore].ops->id;
+
+		/* The exploration's first call ran the codec the link had (what
+		 * was stated before it began): timed already, not tried again. */
+		if (id < COLL_AUTO_IDS && a->tau_epoch[id] == a->epoch) {
+			a->explore++;
+			continue;
+		}
+		if (!pruned(c, set, n, a->explore))
+			break;
 		alog(c, GW_LOG_DEBUG, "auto: %s not tried: predicted %.1fx the best or worse",
 		     set[a->explore].ops->name, PRUNE);
 		a->explore++;
@@ -453,6 +466,8 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 	    a->tau[cur] < GAIN * a->tau[best->ops->id]) {
 		a->mine = a->chosen;
 		a->tau_chosen = a->tau[cur];
+		a->streak = 0;
+		a->cand = 0;
 		return;
 	}
 	if (best)
@@ -473,7 +488,7 @@ static int cmp_double(const void *x, const void *y)
  *    the chosen codec (a link that changed during the exploration left its
  *    choice measured at the old rate);
  *  - later ones against those first 3, not within QUIET calls of the choice;
- * and, at once, 2 calls in a row each CHANGE squared away from them (a
+ * and, at once, 3 calls in a row each CHANGE squared away from them (a
  * link that changed by a factor of 20 should not wait for QUIET). The rate
  * alone is no sign: its samples under one codec and another differ where
  * the senders bound them. */
@@ -482,7 +497,7 @@ static bool changed(struct coll_auto *a, double tau, double explored)
 	double m[3], big = CHANGE * CHANGE;
 
 	a->last[a->nlast++ % 3] = tau;
-	if (a->nlast > 5) { /* all of the last 3 */
+	if (a->nlast > 3) { /* all of the last 3 (the median of the first set tau_ref) */
 		double lo = a->last[0], hi = a->last[0];
 
 		for (int i = 1; i < 3; i++) {
@@ -503,27 +518,12 @@ static bool changed(struct coll_auto *a, double tau, double explored)
 	return a->quiet >= QUIET && (m[1] > CHANGE * a->tau_ref || m[1] * CHANGE < a->tau_ref);
 }
 
-static void end(struct gw_coll *c)
+void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, double tau)
 {
 	struct coll_auto *a = &c->au;
-	const struct gw_codec *set, *best;
-	int n = auto_set(c, &set);
-	double tau;
+	const struct gw_codec *best;
+	double cur;
 
-	if (!a->on || !n || !a->n)
-		return;
-	tau = (double)(gw_now_ns() - a->t0) / (double)a->n;
-	sample(c, set, n);
-	if (a->nforce) { /* gw_coll_auto_force() */
-		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
-		return;
-	}
-	/* Only calls of the tensor the exploration began with are timed and
-	 * move it on: a host's tensors differ in size (DDP's buckets), and a
-	 * time per value is only comparable on one. The others keep what this
-	 * rank states (a trial spans the calls up to the next of that tensor). */
-	if (!a->timed)
-		return;
 	if (a->mine && (a->mine & ~TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
 		unsigned id = (a->mine & ~TRIAL) - 1u;
 
@@ -545,9 +545,14 @@ static void end(struct gw_coll *c)
 		a->probe = true;
 		return;
 	}
+	/* The other codecs' times were measured on the link as it was. When
+	 * the chosen one's moved CHANGE from its own then, the link changed
+	 * and they are stale: no switch on them (changed() explores again). */
 	best = fastest(a, set, n);
+	cur = a->chosen ? a->tau[a->chosen - 1] : 0;
 	if (!best || !a->chosen || best->ops->id + 1u == a->chosen ||
-	    a->tau[a->chosen - 1] < GAIN * a->tau[best->ops->id]) {
+	    cur < GAIN * a->tau[best->ops->id] || cur > CHANGE * a->tau_chosen ||
+	    cur * CHANGE < a->tau_chosen) {
 		a->streak = 0;
 		return;
 	}
@@ -557,6 +562,29 @@ static void end(struct gw_coll *c)
 	}
 	if (++a->streak >= STREAK)
 		choose(c, best, "measured faster");
+}
+
+static void end(struct gw_coll *c)
+{
+	struct coll_auto *a = &c->au;
+	const struct gw_codec *set;
+	int n = auto_set(c, &set);
+	double tau;
+
+	if (!a->on || !n || !a->n)
+		return;
+	tau = (double)(gw_now_ns() - a->t0) / (double)a->n;
+	sample(c, set, n);
+	if (a->nforce) { /* gw_coll_auto_force() */
+		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
+		return;
+	}
+	/* Only calls of the tensor the exploration began with are timed and
+	 * move it on: a host's tensors differ in size (DDP's buckets), and a
+	 * time per value is only comparable on one. The others keep what this
+	 * rank states (a trial spans the calls up to the next of that tensor). */
+	if (a->timed)
+		coll_auto_timed(c, set, n, tau);
 }
 
 void coll_auto_end(struct gw_coll *c)

@@ -175,6 +175,10 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n);
 unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner);
 /* After a lossy call that succeeded: measure, and choose for the next. */
 void coll_auto_end(struct gw_coll *c);
+/* What a timed call of tau ns per value decides: the next trial, the end
+ * of an exploration, a new one asked for, or a switch (tests/test_auto.c
+ * feeds it times). */
+void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, double tau);
 
 /* coll_ring.c */
 #define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */

@@ -8,9 +8,9 @@
 # and --trace. While it runs, the link goes from unshaped to 50 Mbit/s (tc
 # tbf on both ends) and back (the qdisc removed), each change made once the
 # trace shows enough calls at the old rate. Asserted from the trace: the
-# codec of the link changes within 10 calls after each change, every call
-# completes (the run exits 0 with every call traced), and the replicas are
-# bit-identical after every call. The trace is printed (docs/performance.md
+# codec of the link changes within 10 calls after each change (once tc has
+# returned), every call completes (the run exits 0 with every call
+# traced), and the replicas are bit-identical after every call. The trace is printed (docs/performance.md
 # quotes one). The namespaces' addresses (10.77.76.0/24) have no route
 # elsewhere; everything is removed on exit. Skips (77) when not root or
 # without ip/tc/network namespaces.
@@ -106,9 +106,10 @@ if [ $fail -ne 0 ]; then
 	cat "$store"/err.*
 	exit 1
 fi
-python3 - "$store/out.0" "$ITERS" "$c1" "$c2" "${AUTO_RATE_SLOW:-int8}" <<'PY'
+python3 - "$store/out.0" "$ITERS" "$c1" "$c1b" "$c2" "$c2b" "${AUTO_RATE_SLOW:-int8}" <<'PY'
 import re, sys
-path, iters, c1, c2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+path, iters = sys.argv[1], int(sys.argv[2])
+c1, c1b, c2, c2b = (int(x) for x in sys.argv[3:7])
 calls = []
 for l in open(path):
     m = re.match(r"# trace: call (\d+) ([\d.]+) ms, links (.*), identical (\S+)", l)
@@ -119,33 +120,35 @@ assert [c[0] for c in calls] == list(range(iters)), \
     f"{len(calls)} calls traced, want {iters} (a call failed)"
 bad = [c[0] for c in calls if c[3] != "yes"]
 assert not bad, f"replicas differ after calls {bad}"
-assert 0 <= c1 < c2 < iters - 1, f"the changes came at calls {c1} and {c2} of {iters}"
-# The first call that may have started after a change is the one after
-# the last traced before it. Within 10 calls after each change the link
-# must have switched (its codec changed: an exploration ran, whose trials
-# the trace shows, even when it ends on the codec it had) and settled:
+assert 0 <= c1 <= c1b < c2 <= c2b < iters - 1, f"the changes came at calls {c1} and {c2} of {iters}"
+# A change (tc) begins after call c1 is traced and is whole when tc
+# returns, the trace then at c1b: the calls between may have run before,
+# during or after it (at 1 ms a call, tc's own time spans several). Within
+# 10 calls after c1b the link must have switched (its codec changed after
+# c1: an exploration ran, whose trials the trace shows, even when it ends
+# on the codec it had) and settled:
 # 3 calls in a row with the same codec on each link (each receiver
 # chooses its own; on the unshaped link two may differ within noise). At
 # 50 Mbit/s every link settles on int8 (a quarter of none's bytes, half of
 # fp16's: 0.17 s a call against 0.34 and 0.67) and keeps it to the end of
 # those calls.
-def settled(at, last, want):
-    for j in range(at + 1, min(at + 10, last - 2) + 1):
+def settled(at, done, last, want):
+    for j in range(at + 1, min(done + 10, last - 2) + 1):
         run = [calls[k][2] for k in range(j, j + 3)]
         moved = any(calls[k][2] != calls[k - 1][2] for k in range(at + 1, j + 1))
         if moved and len(set(run)) == 1 and all(x.startswith(want) for x in run[0]):
             return j, run[0]
     return None, None
-slow = sys.argv[5]
-for at, end, what, want in ((c1, c2, "to 50 Mbit/s", slow),
-                            (c2, iters - 1, "back to unshaped", "")):
-    j, codec = settled(at, end, want)
-    seen = " ".join("/".join(x.split(":")[0] for x in c[2]) for c in calls[at:at + 14])
-    assert j is not None, (f"the change {what} after call {at}: no switch settled within "
-                           f"10 calls; calls {at}..: {seen}")
-    print(f"change {what} after call {at}: {' '.join(calls[at][2])} -> {' '.join(codec)} "
-          f"from call {j} "
-          f"({j - at} calls later, settled by call {j + 2})")
+slow = sys.argv[7]
+for at, done, end, what, want in ((c1, c1b, c2, "to 50 Mbit/s", slow),
+                                  (c2, c2b, iters - 1, "back to unshaped", "")):
+    j, codec = settled(at, done, end, want)
+    seen = " ".join("/".join(x.split(":")[0] for x in c[2]) for c in calls[at:done + 14])
+    assert j is not None, (f"the change {what} after call {at} (whole by call {done}): no "
+                           f"switch settled within 10 calls; calls {at}..: {seen}")
+    print(f"change {what} after call {at} (whole by call {done}): {' '.join(calls[at][2])} "
+          f"-> {' '.join(codec)} from call {j} "
+          f"({j - done} calls after it was whole, settled by call {j + 2})")
     if what == "to 50 Mbit/s":
         assert all(x.startswith(slow) for x in calls[end][2]), \
             f"50 Mbit/s: the link carries {calls[end][2]} at call {end}, not {slow}"

@@ -27,7 +27,10 @@
  *    the same schedule bit for bit;
  *  - lists that share some codecs connect with exactly those, a codec
  *    stated outside them falls back to the default; lists that share none,
- *    or auto against a fixed list, fail on both ranks naming both lists.
+ *    or auto against a fixed list, fail on both ranks naming both lists;
+ *  - the decision (coll_auto_timed()), fed measured times: a switch on
+ *    other codecs' times only while the link is as they were measured on,
+ *    and an exploration that does not try again the codec it began with.
  */
 #include <errno.h>
 #include <math.h>
@@ -41,6 +44,7 @@
 #include "coll_util.h"
 #include "conn.h"
 #include "coll.h"
+#include "coll_impl.h"
 
 #define N 100003 /* values per tensor, not a multiple of the ranks */
 #define CALLS 10
@@ -510,6 +514,99 @@ static void test_lists(void)
 	run(body_apart, &a, 2, 60, NULL);
 }
 
+/* ---- the decision, fed times ------------------------------------------------ */
+
+/* Up to k timed calls (coll_auto_timed()), each of times[the codec this rank
+ * states] ns per value (1 while it states none), stopping early when an
+ * exploration is asked for or, with to_end, when one ends. Return: the
+ * calls made. */
+static int steps(struct gw_coll *c, const struct gw_codec *set, int n, const double *times, int k,
+		 bool to_end)
+{
+	int i;
+
+	for (i = 0; i < k && !c->au.probe && !(to_end && c->au.explore < 0); i++) {
+		unsigned id = (c->au.mine & 0x3fu) - 1u; /* coll_auto.c's TRIAL is 0x40 */
+
+		coll_auto_timed(c, set, n, c->au.mine ? times[id] : 1.0);
+	}
+	return i;
+}
+
+/* An exploration begins as coll_auto_begin() begins one, nothing pruned. */
+static void explore(struct coll_auto *au)
+{
+	au->rate = 0;
+	au->probe = false;
+	au->explore = 0;
+	au->epoch++;
+}
+
+/* Each rank, on its own: after an exploration chose int8 (1 ns per value,
+ * fp16 1.5, none 3), a link whose int8 calls take 1.9 (under CHANGE, 2x)
+ * switches to fp16 on its measured 1.5 after 3 calls 15% faster; one whose
+ * int8 calls take 3 (the link changed: fp16's 1.5 is stale) keeps int8 and
+ * asks for an exploration within 8 calls. That exploration's first call
+ * runs int8 (stated before it began), so it tries only fp16 and none: 3
+ * calls, and fp16, now 1.2, is chosen. */
+static int body_decide(int rank, int size, const char *dir, void *arg)
+{
+	double t[COLL_AUTO_IDS] = { 0 };
+	const struct gw_codec *set;
+	struct coll_auto *au;
+	struct rank_env e;
+	float *y = tu_alloc(N * 4);
+	int n, k;
+
+	if (open_rank(arg, rank, size, dir, "decide", AUTO3, &e, NULL, 0) ||
+	    call(&e, 1, rank, 0, y))
+		return 20;
+	n = gw_ctx_codec_set(e.ctx, 1 - rank, &set);
+	au = &e.c->au;
+	if (n != 3 || !au->on)
+		return 21;
+	for (int drift = 1; drift >= 0; drift--) {
+		t[GW_CODEC_INT8] = 1.0, t[GW_CODEC_FP16] = 1.5, t[GW_CODEC_NONE] = 3.0;
+		au->chosen = au->mine = 0;
+		explore(au);
+		steps(e.c, set, n, t, 8, true);
+		if (au->explore >= 0 || au->chosen != GW_CODEC_INT8 + 1u)
+			return 22;
+		steps(e.c, set, n, t, 3, false); /* as measured */
+		t[GW_CODEC_INT8] = drift ? 1.9 : 3.0;
+		k = steps(e.c, set, n, t, 8, false);
+		if (drift && (au->probe || au->chosen != GW_CODEC_FP16 + 1u)) {
+			fprintf(stderr, "rank %d: int8 at 1.9: chosen %u, exploration %d\n", rank,
+				au->chosen - 1u, au->probe);
+			return 23;
+		}
+		if (!drift && (!au->probe || au->chosen != GW_CODEC_INT8 + 1u)) {
+			fprintf(stderr,
+				"rank %d: int8 at 3 (%d calls): chosen %u, exploration %d\n", rank,
+				k, au->chosen - 1u, au->probe);
+			return 24;
+		}
+	}
+	t[GW_CODEC_FP16] = 1.2, t[GW_CODEC_NONE] = 9.0;
+	explore(au);
+	k = steps(e.c, set, n, t, 8, true);
+	if (k != 3 || au->chosen != GW_CODEC_FP16 + 1u) {
+		fprintf(stderr, "rank %d: the exploration took %d calls and chose %u\n", rank, k,
+			au->chosen - 1u);
+		return 25;
+	}
+	close_rank(&e);
+	free(y);
+	return 0;
+}
+
+static void test_decide(void)
+{
+	struct auto_arg a = { .algo = GW_COLL_ALGO_RING };
+
+	run(body_decide, &a, 2, 60, NULL);
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -517,6 +614,8 @@ int main(void)
 		{ "forced switch at every call under the MAC: direct", test_forced_direct },
 		{ "a checkpoint taken after a switch restores bit for bit", test_checkpoint },
 		{ "lists that share some codecs, and lists that cannot meet", test_lists },
+		{ "a switch only on times of the link as it is; explorations skip the held codec",
+		  test_decide },
 		CU_TEST_INFO_NULL,
 	};
 
