@@ -497,7 +497,7 @@ static bool changed(struct coll_auto *a, double tau, double explored)
 	double m[3], big = CHANGE * CHANGE;
 
 	a->last[a->nlast++ % 3] = tau;
-	if (a->nlast > 3) { /* all of the last 3 (the median of the first set tau_ref) */
+	if (a->nlast > 3) { /* all of the last 3, once tau_ref is set */
 		double lo = a->last[0], hi = a->last[0];
 
 		for (int i = 1; i < 3; i++) {
