@@ -65,7 +65,6 @@
 #define CHANGE 2.0		 /* a call time that moved this much */
 #define QUIET 8u		 /* calls after a choice before an exploration */
 #define PRUNE 6.0		 /* predicted this many times the best: not tried */
-#define TRIAL 0x40u		 /* a stated choice that is an exploration's trial */
 #define OVERLAP_REST 0.25	 /* what is left of the smaller part (above) */
 #define SENDER_BOUND 1.5	 /* arrivals within 1.5x the codecs' time */
 
@@ -257,11 +256,19 @@ static void record(struct gw_coll *c)
 
 		/* Trials show but are no switch; a choice outside this link's
 		 * set leaves it the connection's default (ctx_send.c). */
-		unsigned w = c->au.want[p], trial = w & TRIAL;
+		unsigned w = c->au.want[p], trial = w & COLL_AUTO_TRIAL;
 
-		if (w && gw_ctx_link_codec(c->ctx, p, (w & ~TRIAL) - 1u, trial) == -ENOENT)
+		if (w &&
+		    gw_ctx_link_codec(c->ctx, p, (w & ~COLL_AUTO_TRIAL) - 1u, trial) == -ENOENT)
 			gw_ctx_link_codec(c->ctx, p, gw_ctx_codec(c->ctx, p)->ops->id, trial);
 	}
+}
+
+void coll_auto_explore(struct coll_auto *a)
+{
+	a->probe = false;
+	a->explore = 0;
+	a->epoch++;
 }
 
 int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
@@ -284,14 +291,12 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 		    (q && (!(a->rate_of[slow] & 0x7fu) || q < (a->rate_of[slow] & 0x7fu))))
 			slow = r;
 	}
-	a->ag = slow < 0 ? 0 : (uint8_t)(a->want[slow] & ~TRIAL);
+	a->ag = slow < 0 ? 0 : (uint8_t)(a->want[slow] & ~COLL_AUTO_TRIAL);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
 		rc = probe(c);
 		if (rc)
 			return rc;
-		a->probe = false;
-		a->explore = 0;
-		a->epoch++;
+		coll_auto_explore(a);
 		a->ref = key; /* the same on every rank (the call check) */
 	}
 	flows_reset(c);
@@ -328,7 +333,7 @@ unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
 
 	if (!c->au.on)
 		return 0;
-	id = owner ? c->au.ag : c->au.want[peer] & ~TRIAL;
+	id = owner ? c->au.ag : c->au.want[peer] & ~COLL_AUTO_TRIAL;
 	return id ? GW_CTX_CODEC(id - 1) : 0;
 }
 
@@ -453,7 +458,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 		a->explore++;
 	}
 	if (a->explore < n) {
-		a->mine = (uint8_t)((set[a->explore++].ops->id + 1u) | TRIAL);
+		a->mine = (uint8_t)((set[a->explore++].ops->id + 1u) | COLL_AUTO_TRIAL);
 		return;
 	}
 	a->explore = -1;
@@ -524,8 +529,9 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 	const struct gw_codec *best;
 	double cur;
 
-	if (a->mine && (a->mine & ~TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
-		unsigned id = (a->mine & ~TRIAL) - 1u;
+	if (a->mine &&
+	    (a->mine & ~COLL_AUTO_TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
+		unsigned id = (a->mine & ~COLL_AUTO_TRIAL) - 1u;
 
 		a->tau[id] = a->tau_epoch[id] == a->epoch && a->explore < 0
 				     ? 0.5 * a->tau[id] + 0.5 * tau

@@ -175,6 +175,9 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n);
 unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner);
 /* After a lossy call that succeeded: measure, and choose for the next. */
 void coll_auto_end(struct gw_coll *c);
+#define COLL_AUTO_TRIAL 0x40u /* a stated choice (id + 1) that is an exploration's trial */
+/* An exploration begins (every rank at the same call, after the probe). */
+void coll_auto_explore(struct coll_auto *a);
 /* What a timed call of tau ns per value decides: the next trial, the end
  * of an exploration, a new one asked for, or a switch (tests/test_auto.c
  * feeds it times). */

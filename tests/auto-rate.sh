@@ -10,8 +10,8 @@
 # trace shows enough calls at the old rate. Asserted from the trace: the
 # codec of the link changes within 10 calls after each change (once tc has
 # returned), every call completes (the run exits 0 with every call
-# traced), and the replicas are bit-identical after every call. The trace is printed (docs/performance.md
-# quotes one). The namespaces' addresses (10.77.76.0/24) have no route
+# traced), and the replicas are bit-identical after every call. The trace
+# is printed (docs/performance.md quotes one). The namespaces' addresses (10.77.76.0/24) have no route
 # elsewhere; everything is removed on exit. Skips (77) when not root or
 # without ip/tc/network namespaces.
 set -euo pipefail

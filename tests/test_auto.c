@@ -526,20 +526,19 @@ static int steps(struct gw_coll *c, const struct gw_codec *set, int n, const dou
 	int i;
 
 	for (i = 0; i < k && !c->au.probe && !(to_end && c->au.explore < 0); i++) {
-		unsigned id = (c->au.mine & 0x3fu) - 1u; /* coll_auto.c's TRIAL is 0x40 */
+		unsigned id = (c->au.mine & ~COLL_AUTO_TRIAL) - 1u;
 
 		coll_auto_timed(c, set, n, c->au.mine ? times[id] : 1.0);
 	}
 	return i;
 }
 
-/* An exploration begins as coll_auto_begin() begins one, nothing pruned. */
+/* An exploration begins as coll_auto_begin() begins one, nothing pruned
+ * (no rate). */
 static void explore(struct coll_auto *au)
 {
 	au->rate = 0;
-	au->probe = false;
-	au->explore = 0;
-	au->epoch++;
+	coll_auto_explore(au);
 }
 
 /* Each rank, on its own: after an exploration chose int8 (1 ns per value,
