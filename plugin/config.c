@@ -34,14 +34,17 @@ static const char *const algos[] = { "auto", "ring", "hier", "direct",
 
 static const struct param table[] = {
 	{ .info = { "GRADWIRE_PROVIDER", "string", NULL,
-		    "libfabric provider for peers on other hosts: verbs;ofi_rxm, net, "
-		    "tcp;ofi_rxm or shm. Unset: verbs;ofi_rxm, then net, then tcp;ofi_rxm" },
+		    "libfabric provider for peers on other hosts: verbs;ofi_rxm, the native "
+		    "TCP provider (net on libfabric 1.17, tcp from 1.18 on), tcp;ofi_rxm or "
+		    "shm. Unset: verbs;ofi_rxm, then the native TCP provider of the loaded "
+		    "libfabric, then tcp;ofi_rxm" },
 	  .type = T_STR,
 	  .off = OFF(provider) },
 	{ .info = { "GRADWIRE_PROVIDER_LOCAL", "string", NULL,
 		    "libfabric provider for peers on this host (the same host id), e.g. shm. "
 		    "Unset: shm where libfabric offers it, else GRADWIRE_PROVIDER. Set to the "
-		    "same as GRADWIRE_PROVIDER for one endpoint for every peer. A named "
+		    "same as GRADWIRE_PROVIDER, or to main, for one endpoint for every peer "
+		    "(main: whatever GRADWIRE_PROVIDER resolves to; no shm). A named "
 		    "provider that is not available is an error, never a fall-back" },
 	  .type = T_STR,
 	  .off = OFF(provider_local) },
@@ -384,7 +387,9 @@ void gw_config_ctx(const struct gw_config *cfg, struct gw_ctx_cfg *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->tp.provider = cfg->provider;
-	out->tp.provider_local = cfg->provider_local;
+	/* "main": the main provider for every peer (one endpoint, no shm). */
+	if (cfg->provider_local && strcmp(cfg->provider_local, "main"))
+		out->tp.provider_local = cfg->provider_local;
 	out->tp.local_auto = !cfg->provider_local; /* shm where offered */
 	out->tp.iface = cfg->iface;
 	out->tp.job = cfg->job;

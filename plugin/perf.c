@@ -50,6 +50,7 @@
 #include "coll.h"
 #include "config.h"
 #ifdef GW_HAVE_MPI
+#include "fi_load.h"
 #include "perf_mpi.h"
 #endif
 
@@ -600,7 +601,7 @@ verdict:
 	return rc ? rc : bad;
 }
 
-/* The providers of this rank's links: "net", or "shm inside the host, net
+/* The providers of this rank's links: "tcp", or "shm inside the host, tcp
  * across hosts" when its peers on its host use another one. */
 static void links_of(const struct gw_ctx *ctx, char *out, size_t len)
 {
@@ -1102,7 +1103,7 @@ int main(int argc, char **argv)
 	}
 	/* Local: one host, so loopback unless told otherwise. */
 	if (!o.provider && !getenv("GRADWIRE_PROVIDER"))
-		o.provider = "net";
+		o.provider = gw_fi_tcp_provider(); /* "net" or "tcp": fi_load.h */
 	prov = o.provider ? o.provider : getenv("GRADWIRE_PROVIDER");
 	if (!o.iface && !getenv("GRADWIRE_IFACE") &&
 	    (strstr(prov, "tcp") || !strcmp(prov, "net"))) {

@@ -110,7 +110,7 @@ done
 cd "$tmp/work" || exit 1
 clean_env=(env -u GW_LIB -u LD_LIBRARY_PATH -u PYTHONPATH -u PKG_CONFIG_PATH
 	PATH=/usr/local/bin:/usr/bin:/bin OMP_NUM_THREADS=1
-	FI_TCP_IFACE=lo FI_NET_IFACE=lo GLOO_SOCKET_IFNAME=lo GRADWIRE_PROVIDER_LOCAL=net)
+	FI_TCP_IFACE=lo FI_NET_IFACE=lo GLOO_SOCKET_IFNAME=lo GRADWIRE_PROVIDER_LOCAL=main)
 
 # 1. import gradwire.torch; the library it loads must be the installed one,
 #    found through _install.py (no LD_LIBRARY_PATH here).

@@ -53,7 +53,7 @@ for r in 0 1; do
 	if [ $r -eq 0 ]; then ns=$A dev=$VA; else ns=$B dev=$VB; fi
 	ip netns exec $ns env RANK=$r WORLD_SIZE=2 FI_TCP_IFACE=$dev FI_NET_IFACE=$dev \
 		GRADWIRE_IFACE=$dev GRADWIRE_TIMEOUT_MS=20000 \
-		GRADWIRE_PROVIDER_LOCAL="${GRADWIRE_PROVIDER:-net}" \
+		GRADWIRE_PROVIDER_LOCAL=main \
 		timeout 60 "$perf" --store "$store" -b 4M -e 4M -w 0 -i 1 --check --json \
 		> "$store/out.$r" 2> "$store/err.$r" &
 	pids+=($!)

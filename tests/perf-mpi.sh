@@ -26,7 +26,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 for codec in int8 none; do
 	if ! timeout 100 mpirun "${args[@]}" -x FI_TCP_IFACE=lo -x FI_NET_IFACE=lo \
-		-x GRADWIRE_IFACE=lo -x GRADWIRE_PROVIDER=net -x GRADWIRE_PROVIDER_LOCAL=net \
+		-x GRADWIRE_IFACE=lo -x GRADWIRE_PROVIDER_LOCAL=main \
 		-x GRADWIRE_TIMEOUT_MS=20000 \
 		sh -c 'GRADWIRE_HOST_ID=mpi-$OMPI_COMM_WORLD_RANK exec "$@"' sh \
 		"$perf" -b 4K -e 1M -f 16 -w 1 -i 3 --codec "$codec" --min-compress 1K --check \

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include "tutil.h"
 #include "tp_harness.h"
+#include "fi_load.h"
 #include "coll_util.h"
 #include "conn.h"
 #include "coll.h"
@@ -41,7 +42,9 @@
 #define N 70001 /* above min_compress_bytes, not a multiple of anything */
 
 struct links_arg {
+	const char *provider;	    /* NULL: tp_net_provider(); "": the default list */
 	const char *provider_local; /* NULL: local_auto (shm where offered) */
+	bool main_only;		    /* no local provider: the main one for every peer */
 	bool mac;		    /* GRADWIRE_MAC=required, key in dir */
 	bool one_host;		    /* every rank on one host, not host_of() */
 	char dir[64];		    /* the parent's folder: hashes, key */
@@ -55,16 +58,16 @@ static int host_of(int rank)
 static int open_ctx(const struct links_arg *a, int rank, int size, const char *dir,
 		    struct gw_store **st, struct gw_ctx **ctx, char *err, size_t errlen)
 {
-	struct tp_env env = { .provider = tp_net_provider(),
-			      .iface = "lo",
-			      .log_level = GW_LOG_ERROR,
-			      .timeout_ms = 15000 };
+	const char *prov = !a->provider ? tp_net_provider() : *a->provider ? a->provider : NULL;
+	struct tp_env env = {
+		.provider = prov, .iface = "lo", .log_level = GW_LOG_ERROR, .timeout_ms = 15000
+	};
 	struct gw_ctx_cfg cfg = { .tp = tp_cfg(&env) };
 	char key[128];
 	int rc;
 
 	cfg.tp.provider_local = a->provider_local;
-	cfg.tp.local_auto = !a->provider_local;
+	cfg.tp.local_auto = !a->provider_local && !a->main_only;
 	cfg.codec = "int8";
 	cfg.codec_local = "none";
 	cfg.min_compress_bytes = 64;
@@ -481,6 +484,58 @@ static void test_mismatch(void)
 	run_plain(2, body_mismatch, &a);
 }
 
+/* ---- the TCP provider's name, from the loaded libfabric -------------------- */
+
+/* Unset, the main provider is the loaded libfabric's native TCP provider:
+ * "net" before 1.18, "tcp" after, whatever headers gradwire was built with.
+ * From 1.18 on, asking for "net" fails at once, naming what exists. */
+static int body_tcp_name(int rank, int size, const char *dir, void *arg)
+{
+	struct links_arg a = *(const struct links_arg *)arg;
+	uint32_t v = gw_fi_version();
+	bool old = FI_MAJOR(v) == 1 && FI_MINOR(v) < 18;
+	const char *want = old ? "net" : "tcp";
+	struct gw_store *st = NULL;
+	struct gw_ctx *ctx = NULL;
+	struct gw_conn_stats s = { 0 };
+	char err[512] = "", sub[256];
+	int rc, ret = 0;
+
+	a.provider = "";
+	rc = open_ctx(&a, rank, size, dir, &st, &ctx, err, sizeof(err));
+	if (!rc)
+		rc = gw_ctx_stats(ctx, 1 - rank, &s);
+	if (rc || strcmp(gw_fi_tcp_provider(), want) || strcmp(s.provider, want)) {
+		fprintf(stderr,
+			"rank %d: libfabric %u.%u: create/stats %d, named %s, link %s: %s\n", rank,
+			FI_MAJOR(v), FI_MINOR(v), rc, gw_fi_tcp_provider(), s.provider, err);
+		ret = 1;
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	if (old || ret)
+		return ret;
+	a.provider = "net";
+	snprintf(sub, sizeof(sub), "%s/net", dir);
+	mkdir(sub, 0700);
+	rc = open_ctx(&a, rank, size, sub, &st, &ctx, err, sizeof(err));
+	if (!rc || !strstr(err, "no usable provider (net)") || !strstr(err, "offers: ") ||
+	    !strstr(err, "tcp") || !strstr(err, "renamed net to tcp")) {
+		fprintf(stderr, "rank %d: GRADWIRE_PROVIDER=net gave %d: %s\n", rank, rc, err);
+		ret = 1;
+	}
+	gw_ctx_destroy(ctx);
+	gw_store_destroy(st);
+	return ret;
+}
+
+static void test_tcp_name(void)
+{
+	struct links_arg a = { .main_only = true };
+
+	run_plain(2, body_tcp_name, &a);
+}
+
 /* ---- a region left behind under this pid's name ----------------------- */
 
 /* A killed rank leaves its shm region in /dev/shm, named after its pid by
@@ -734,6 +789,7 @@ int main(void)
 		{ "an idle waiter sleeps on both links", test_idle },
 		{ "more ranks than CPUs on a host: waits yield to them", test_crowded },
 		{ "an unavailable GRADWIRE_PROVIDER_LOCAL is an error", test_missing },
+		{ "the TCP provider's name is the loaded libfabric's", test_tcp_name },
 		{ "ranks with different local providers fail at once, naming both", test_mismatch },
 		{ "a region left by a killed rank under this pid does not stop shm", test_stale },
 		{ "regions of ranks killed before their context was up are removed", test_sweep },

@@ -182,6 +182,13 @@ static uint64_t seed_of(int rank, int step)
  * lossy hops errs by at most half a quantisation step, a step being at most
  * max|partial sum| / 127; the bound allows size steps per element.
  */
+/* The default list's network provider: libfabric's native TCP provider,
+ * "net" before libfabric 1.18 and "tcp" after (chosen at run time). */
+static int tcp_native(const char *prov)
+{
+	return !strcmp(prov, "net") || !strcmp(prov, "tcp");
+}
+
 static int check_allreduce(struct gradwire_context *c, int rank, int size, int step, unsigned flags,
 			   int id)
 {
@@ -246,8 +253,8 @@ static int body(int rank, int size, const char *dir, void *varg)
 	int rc, next = (rank + 1) % size, prev = (rank + size - 1) % size;
 
 	/* The network provider between these local ranks too (not shm). */
-	setenv("GRADWIRE_PROVIDER", tp_net_provider(), 1);
-	setenv("GRADWIRE_PROVIDER_LOCAL", tp_net_provider(), 1);
+	unsetenv("GRADWIRE_PROVIDER");
+	setenv("GRADWIRE_PROVIDER_LOCAL", "main", 1);
 	setenv("GRADWIRE_IFACE", "lo", 1);
 	setenv("GRADWIRE_CODEC", "int8", 1);
 	setenv("GRADWIRE_MIN_COMPRESS_BYTES", "4096", 1);
@@ -273,7 +280,7 @@ static int body(int rank, int size, const char *dir, void *varg)
 		FAIL(30, "stats: %s", gw->strerror(rc));
 	if (strncmp(st.codec, "int8", 4) || !st.frames_sent ||
 	    !(st.wire_sent < st.raw_sent / 4 * 3) || strcmp(st.mac, "none") ||
-	    strcmp(st.provider, tp_net_provider()))
+	    !tcp_native(st.provider))
 		FAIL(31,
 		     "stats to %d: codec %s, mac %s, provider '%s', %llu frames, wire %llu of raw "
 		     "%llu",
@@ -471,8 +478,8 @@ static int body_lengths(int rank, int size, const char *dir, void *varg)
 	int rc;
 
 	(void)varg;
-	setenv("GRADWIRE_PROVIDER", tp_net_provider(), 1);
-	setenv("GRADWIRE_PROVIDER_LOCAL", tp_net_provider(), 1);
+	unsetenv("GRADWIRE_PROVIDER");
+	setenv("GRADWIRE_PROVIDER_LOCAL", "main", 1);
 	setenv("GRADWIRE_IFACE", "lo", 1);
 	setenv("GRADWIRE_TIMEOUT_MS", "20000", 1);
 	rc = gw->init(err, sizeof(err));

@@ -27,13 +27,6 @@ void tp_pin_loopback(void)
 	setenv("FI_SOCKETS_IFACE", "lo", 1);
 }
 
-const char *tp_net_provider(void)
-{
-	const char *p = getenv("GW_TEST_PROVIDER");
-
-	return p && *p ? p : "net";
-}
-
 static void crash_trace(int sig)
 {
 	static const char head[] = "\n*** crashed; the stack (addr2line -f -e <program> "

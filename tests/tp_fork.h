@@ -28,12 +28,6 @@ typedef int (*tp_body)(int rank, int size, const char *dir, void *arg);
 /* FI_TCP_IFACE, FI_NET_IFACE and FI_SOCKETS_IFACE = "lo" for this process
  * and its children. */
 void tp_pin_loopback(void);
-/*
- * The network provider the tests run on: $GW_TEST_PROVIDER, else "net"
- * (the default gradwire picks without InfiniBand). meson runs the
- * transport suites once more with GW_TEST_PROVIDER="tcp;ofi_rxm".
- */
-const char *tp_net_provider(void);
 /* From now on a crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) writes
  * the stack to stderr before the process dies of it, unless a sanitizer
  * handles the signal. tp_run()'s ranks call it; a test that forks its own

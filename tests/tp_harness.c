@@ -6,7 +6,15 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "fi_load.h"
 #include "tp_harness.h"
+
+const char *tp_net_provider(void)
+{
+	const char *p = getenv("GW_TEST_PROVIDER");
+
+	return p && *p ? p : gw_fi_tcp_provider();
+}
 
 struct gw_tp_cfg tp_cfg(const struct tp_env *env)
 {

@@ -22,6 +22,14 @@
 #include "transport.h"
 #include "tp_fork.h"
 
+/*
+ * The network provider the tests run on: $GW_TEST_PROVIDER, else the loaded
+ * libfabric's native TCP provider (gw_fi_tcp_provider(): "net" before 1.18,
+ * "tcp" after), the default gradwire picks without InfiniBand. meson runs
+ * the transport suites once more with GW_TEST_PROVIDER="tcp;ofi_rxm".
+ */
+const char *tp_net_provider(void);
+
 struct tp_env {
 	const char *provider;
 	const char *iface; /* "lo", or NULL for providers without one (shm) */

@@ -68,6 +68,7 @@
 #include <unistd.h>
 #define GW_TP_INTERNAL
 #include "transport.h"
+#include "fi_load.h"
 
 #define TP_FI_VERSION FI_VERSION(1, 17)
 #define TP_MR_MODE                                                                                 \
@@ -563,11 +564,42 @@ err_info:
 	return ret;
 }
 
+/* The providers this libfabric offers gradwire (RDM, tagged), as
+ * "a, b, c" in buf, for an error that names what exists. */
+static void offered(char *buf, size_t len)
+{
+	struct fi_info *hints = make_hints("", NULL), *list = NULL;
+	size_t at = 0;
+
+	buf[0] = '\0';
+	if (!hints)
+		return;
+	free(hints->fabric_attr->prov_name);
+	hints->fabric_attr->prov_name = NULL;
+	if (!fi_getinfo(TP_FI_VERSION, NULL, NULL, 0, hints, &list)) {
+		for (struct fi_info *i = list; i && at + 1 < len; i = i->next) {
+			const char *p = i->fabric_attr->prov_name;
+			bool seen = false;
+
+			for (struct fi_info *j = list; j != i && !seen; j = j->next)
+				seen = !strcmp(j->fabric_attr->prov_name, p);
+			if (!seen)
+				at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "",
+						       p);
+		}
+		fi_freeinfo(list);
+	}
+	fi_freeinfo(hints);
+	if (!buf[0])
+		snprintf(buf, len, "none");
+}
+
 /* The main provider: cfg.provider, or the first of the defaults; remote:
  * it serves peers on other hosts, or host ids are not known yet. */
 static int resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out)
 {
-	static const char *const defaults[] = { "verbs;ofi_rxm", "net", "tcp;ofi_rxm" };
+	const char *defaults[] = { "verbs;ofi_rxm", gw_fi_tcp_provider(), "tcp;ofi_rxm" };
+	char tried[64], have[256];
 	int ret = -ENODATA;
 
 	if (tp->cfg.provider) {
@@ -576,10 +608,19 @@ static int resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out)
 		for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && ret; i++)
 			ret = get_info(tp, defaults[i], tp->cfg.iface, remote, out);
 	}
-	if (ret)
-		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s",
-		       tp->cfg.provider ? tp->cfg.provider : "verbs;ofi_rxm, net, tcp;ofi_rxm",
-		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret));
+	if (ret) {
+		snprintf(tried, sizeof(tried), "%s, %s, %s", defaults[0], defaults[1], defaults[2]);
+		offered(have, sizeof(have));
+		tp_log(tp, GW_LOG_ERROR,
+		       "no usable provider (%s) on %s: %s; libfabric %u.%u offers: %s%s",
+		       tp->cfg.provider ? tp->cfg.provider : tried,
+		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret),
+		       FI_MAJOR(gw_fi_version()), FI_MINOR(gw_fi_version()), have,
+		       tp->cfg.provider && !strcmp(tp->cfg.provider, "net") &&
+				       !strcmp(gw_fi_tcp_provider(), "tcp")
+			       ? " (libfabric 1.18 renamed net to tcp)"
+			       : "");
+	}
 	return ret;
 }
 

@@ -79,6 +79,7 @@ static struct {
 	struct fi_info *(*dupinfo)(const struct fi_info *);
 	int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
 	const char *(*strerror)(int);
+	uint32_t (*version)(void);
 	int restored;	 /* dispositions the load changed and we put back */
 	atomic_int held; /* fi_info lists handed to us and not yet freed */
 	char why[256];	 /* the load failed: dlerror() */
@@ -127,7 +128,9 @@ static void load(void)
 	fi.dupinfo = sym(h, "fi_dupinfo", GW_FI_VER_DUPINFO);
 	fi.fabric = sym(h, "fi_fabric", GW_FI_VER_FABRIC);
 	fi.strerror = sym(h, "fi_strerror", GW_FI_VER_STRERROR);
-	if (!fi.getinfo || !fi.freeinfo || !fi.dupinfo || !fi.fabric || !fi.strerror) {
+	fi.version = sym(h, "fi_version", "FABRIC_1.0");
+	if (!fi.getinfo || !fi.freeinfo || !fi.dupinfo || !fi.fabric || !fi.strerror ||
+	    !fi.version) {
 		snprintf(fi.why, sizeof(fi.why), "%s lacks a function gradwire needs",
 			 GW_FI_LIBRARY);
 		fi.getinfo = NULL;
@@ -204,4 +207,22 @@ int fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *con
 const char *fi_strerror(int errnum)
 {
 	return loaded() ? fi.strerror(errnum) : "libfabric could not be loaded";
+}
+
+uint32_t gw_fi_version(void)
+{
+	return loaded() ? fi.version() : 0;
+}
+
+/*
+ * libfabric 1.18 renamed its native TCP provider (RDM endpoints over
+ * kernel sockets) from "net" to "tcp"; before, "tcp" was only a message
+ * provider that ofi_rxm layers over ("tcp;ofi_rxm"). The name depends on the
+ * library this process loaded, not on the headers gradwire was built with.
+ */
+const char *gw_fi_tcp_provider(void)
+{
+	uint32_t v = gw_fi_version();
+
+	return v && FI_MAJOR(v) == 1 && FI_MINOR(v) < 18 ? "net" : "tcp";
 }

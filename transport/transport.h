@@ -103,8 +103,9 @@ void gw_store_destroy(struct gw_store *st);
  * layer reads GRADWIRE_* variables; the transport reads no environment).
  * @provider: libfabric provider for peers on other hosts (and for every
  *            peer when no local provider applies), e.g. "tcp;ofi_rxm" or
- *            "shm"; NULL tries "verbs;ofi_rxm", then "net", then
- *            "tcp;ofi_rxm".
+ *            "shm"; NULL tries "verbs;ofi_rxm", then the native TCP
+ *            provider (gw_fi_tcp_provider(): "net" before libfabric
+ *            1.18, "tcp" after), then "tcp;ofi_rxm".
  * @provider_local: provider for peers on this host (same host id in
  *            @hosts), e.g. "shm". Named and unavailable: create fails
  *            (-ENODATA), never a fall-back. NULL: see @local_auto.
