@@ -48,6 +48,9 @@ def train(args):
     # gradwire reads its GRADWIRE_* variables when the first State is made.
     os.environ["GRADWIRE_CODEC"] = args.codec
     torch.set_num_threads(1)
+    # torch 2.4+ starts env://'s store on libuv, which Debian's torch lacks.
+    if "USE_LIBUV" not in os.environ and gwt.libuv_missing():
+        os.environ["USE_LIBUV"] = "0"
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
                             timeout=datetime.timedelta(minutes=30))
 

@@ -55,6 +55,8 @@ def run(args):
     if args.device == "gradwire":
         ctypes.CDLL(args.lib, mode=ctypes.RTLD_GLOBAL)
         os.environ["GLOO_DEVICE_TRANSPORT"] = "GRADWIRE"
+    # torch 2.4+ starts env://'s store on libuv; Debian's torch 2.6 lacks it.
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", init_method="env://",
                             timeout=datetime.timedelta(seconds=args.timeout_s))
     rank, size = dist.get_rank(), dist.get_world_size()

@@ -107,9 +107,13 @@ def timeouts():
     var = gwt.TIMEOUT_VAR
     os.environ.pop(var, None)
     g5 = dist.new_group([0], timeout=datetime.timedelta(seconds=5))
-    check(gwt.group_timeout_ms() == 1800000 and gwt.group_timeout_ms(g5) == 5000,
-          f"group timeouts: default {gwt.group_timeout_ms()} ms, new_group's "
-          f"{gwt.group_timeout_ms(g5)} ms")
+    g77 = dist.new_group([0], timeout=datetime.timedelta(seconds=77))
+    # torch 1.13 keeps a group's timeout on the group, torch 2.x on its backend.
+    check(gwt.group_timeout_ms() == 1800000 and gwt.group_timeout_ms(g5) == 5000
+          and gwt.group_timeout_ms(g77) == 77000,
+          f"group timeouts (torch {torch.__version__}): default "
+          f"{gwt.group_timeout_ms()} ms, new_group's {gwt.group_timeout_ms(g5)} and "
+          f"{gwt.group_timeout_ms(g77)} ms")
     a = gwt.State()
     check((a.timeout_ms, a.timeout_source) == (1800000, "process group"),
           f"a State on the default group: {a.timeout_ms} ms ({a.timeout_source})")

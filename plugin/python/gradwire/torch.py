@@ -84,7 +84,8 @@ import torch.distributed as dist
 
 from . import lib as _lib
 
-__all__ = ["State", "hook", "zero_hook", "c10d_store_fns", "group_timeout_ms"]
+__all__ = ["State", "hook", "zero_hook", "c10d_store_fns", "group_timeout_ms",
+           "libuv_missing"]
 
 log = logging.getLogger("gradwire")
 _generations = {}	# (prefix, group tag) -> States made so far
@@ -136,16 +137,52 @@ def group_timeout_ms(process_group=None):
     """The process group's timeout in milliseconds (None: the default group).
 
     It is the timeout= given to init_process_group() or new_group() (torch's
-    default: 30 minutes). torch 1.13 has no public getter: gloo and NCCL
-    groups keep it in group.options._timeout, which this reads; a group
-    without one (a debug wrapper, another backend) counts as torch's
-    default, dist.distributed_c10d.default_pg_timeout. Clamped to what
+    default: 30 minutes). torch has no public getter. torch 1.13 keeps it on
+    the group (group.options._timeout); torch 2.x on the group's backend
+    for the CPU (group._get_backend(cpu).options._timeout). This reads
+    whichever the running torch has; a group with neither (a debug wrapper,
+    another backend) counts as torch's default,
+    dist.distributed_c10d.default_pg_timeout. Clamped to what
     GRADWIRE_TIMEOUT_MS accepts (1 ms to 24 h).
     """
-    t = getattr(getattr(_group(process_group), "options", None), "_timeout", None)
+    pg = _group(process_group)
+    t = getattr(getattr(pg, "options", None), "_timeout", None)
+    if not isinstance(t, datetime.timedelta) and hasattr(pg, "_get_backend"):
+        try:
+            backend = pg._get_backend(torch.device("cpu"))
+        except (RuntimeError, ValueError):
+            backend = None
+        t = getattr(getattr(backend, "options", None), "_timeout", None)
     if not isinstance(t, datetime.timedelta):
         t = dist.distributed_c10d.default_pg_timeout
     return max(1, min(TIMEOUT_MAX_MS, int(t.total_seconds() * 1000)))
+
+
+_libuv_missing = None
+
+
+def libuv_missing():
+    """Whether this torch's TCPStore asks for libuv by default but was built
+    without it (Debian's torch 2.6). An env://, tcp:// or torchrun start then
+    fails with "use_libuv was requested but PyTorch was build without libuv
+    support" unless USE_LIBUV=0 is set, or use_libuv=False passed to a
+    TCPStore. gradwire changes neither behind the user's back: a script
+    checks this and sets one itself (examples/ddp_train.py does).
+
+    The answer comes from starting a store on a free loopback port once.
+    """
+    global _libuv_missing
+    if _libuv_missing is None:
+        try:
+            dist.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True)
+            _libuv_missing = False
+        except TypeError:  # a torch without use_libuv: no libuv default either
+            _libuv_missing = False
+        except RuntimeError as e:
+            if "libuv" not in str(e):
+                raise
+            _libuv_missing = True
+    return _libuv_missing
 
 
 def _follow_timeout(lib, group_ms):
