@@ -624,7 +624,7 @@ void Context::closePeer(int peer)
 {
 	std::unique_lock<std::mutex> g = lockCounted();
 
-	if (peer >= 0 && peer < size)
+	if (peer >= 0 && peer < size && peer != rank)
 		endPeer(peer, "the pair with rank " + std::to_string(peer) + " was closed");
 }
 

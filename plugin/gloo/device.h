@@ -227,7 +227,14 @@ class BoundBuffer : public ::gloo::transport::Buffer
 class Context : public ::gloo::transport::Context, public std::enable_shared_from_this<Context>
 {
       public:
-	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size) {}
+	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size)
+	{
+		// A pair for this rank itself, never connected, as Gloo's own tcp
+		// device gives it: newer Gloo's ring helpers (getLeftPair())
+		// insist on one on a one-rank context. Nothing moves over it
+		// (makeOp() refuses this rank as a peer).
+		pairs_.at(rank).reset(new Pair(this, rank));
+	}
 	~Context() override;
 
 	std::unique_ptr<::gloo::transport::Pair> &createPair(int peer) override;

@@ -59,10 +59,11 @@ int gwg_create(int rank, int size, int timeout_ms, const struct gradwire_store *
 	/* One endpoint for every peer: Gloo's rendezvous swaps one address
 	 * per rank, and a peer's host id arrives with it (rendezvous.cc), too
 	 * late to choose a provider per peer. */
-	if (cfg.provider_local && (!cfg.provider || strcmp(cfg.provider_local, cfg.provider))) {
+	if (cfg.provider_local && strcmp(cfg.provider_local, "main") &&
+	    (!cfg.provider || strcmp(cfg.provider_local, cfg.provider))) {
 		snprintf(err, errlen,
 			 "GRADWIRE_PROVIDER_LOCAL=%s: the Gloo device uses one provider for every "
-			 "peer (GRADWIRE_PROVIDER); unset it or set it to the same",
+			 "peer (GRADWIRE_PROVIDER); unset it, or set it to main or the same",
 			 cfg.provider_local);
 		return -EINVAL;
 	}
