@@ -110,12 +110,35 @@ static void shm_defaults(void)
 	setenv("FI_SHM_DISABLE_CMA", "1", 0);
 }
 
+/*
+ * libfabric 2.1's tcp provider (1.18 and later) buffers an unexpected
+ * message of any size in a malloc()ed copy. When the sender dies while such
+ * a message is half read, its receive fails and the provider frees that copy
+ * but leaves it on the endpoint's list of saved messages; closing the
+ * endpoint frees it again (xnet_complete_rx()'s error path, then
+ * xnet_srx_close(): glibc aborts in free()). Seen as a crash in
+ * gw_ctx_destroy() after a peer was killed mid-transfer (tests/test_conn.c,
+ * "peer killed mid-transfer"), docs/reliability.md.
+ *
+ * FI_TCP_MAX_SAVED_SIZE=0 (raised by the provider to its receive buffer,
+ * FI_TCP_MAX_RX_SIZE) keeps unexpected messages beyond that size in the
+ * socket until their receive is posted, as libfabric 1.17's net did, which
+ * the transport is built for (transport.h, "Ordering"); nor does a peer
+ * then make this process allocate whatever size its header claims. Set
+ * before libfabric reads it, unless the host set it.
+ */
+static void tcp_defaults(void)
+{
+	setenv("FI_TCP_MAX_SAVED_SIZE", "0", 0);
+}
+
 static void load(void)
 {
 	struct sigsave s;
 	void *h;
 
 	shm_defaults();
+	tcp_defaults();
 	sig_save(&s);
 	h = dlopen(GW_FI_LIBRARY, RTLD_NOW | RTLD_LOCAL);
 	fi.restored = sig_restore(&s);
