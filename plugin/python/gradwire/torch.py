@@ -823,7 +823,7 @@ def zero_hook(ddp, zero):
         idx, rank = bucket.index(), zero.global_rank
         owners = info.assigned_ranks_per_bucket[idx]
         if len(owners) != 1:
-            raise RuntimeError("gradwire zero hook: bucket {idx} has owners "
+            raise RuntimeError(f"gradwire zero hook: bucket {idx} has owners "
                                f"{sorted(owners)}; it needs one (shard_buckets=False)")
         owner = next(iter(owners))
         with torch.no_grad():
