@@ -173,12 +173,18 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 				 "transport: GRADWIRE_PROVIDER_LOCAL=%s (for peers on this host) "
 				 "is not available here: %s",
 				 tpc.provider_local, gw_strerror(rc));
-		else
-			snprintf(err, errlen, "transport (%s%s%s on %s): %s",
+		else {
+			char hint[320] = "";
+
+			if (rc == -ENODATA)
+				gw_tp_provider_hint(tpc.provider, hint, sizeof(hint));
+			snprintf(err, errlen, "transport (%s%s%s on %s): %s%s%s",
 				 tpc.provider ? tpc.provider : "default provider",
 				 tpc.provider_local ? ", local " : "",
 				 tpc.provider_local ? tpc.provider_local : "",
-				 tpc.iface ? tpc.iface : "default interface", gw_strerror(rc));
+				 tpc.iface ? tpc.iface : "default interface", gw_strerror(rc),
+				 hint[0] ? "; " : "", hint);
+		}
 		goto err_free;
 	}
 	if (!links)

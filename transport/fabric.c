@@ -594,12 +594,24 @@ static void offered(char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
+void gw_tp_provider_hint(const char *asked, char *buf, size_t len)
+{
+	uint32_t v = gw_fi_version();
+	char have[256];
+
+	offered(have, sizeof(have));
+	snprintf(buf, len, "libfabric %u.%u offers: %s%s", FI_MAJOR(v), FI_MINOR(v), have,
+		 asked && !strcmp(asked, "net") && !strcmp(gw_fi_tcp_provider(), "tcp")
+			 ? " (libfabric 1.18 renamed net to tcp)"
+			 : "");
+}
+
 /* The main provider: cfg.provider, or the first of the defaults; remote:
  * it serves peers on other hosts, or host ids are not known yet. */
 static int resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out)
 {
 	const char *defaults[] = { "verbs;ofi_rxm", gw_fi_tcp_provider(), "tcp;ofi_rxm" };
-	char tried[64], have[256];
+	char tried[64], hint[320];
 	int ret = -ENODATA;
 
 	if (tp->cfg.provider) {
@@ -610,16 +622,10 @@ static int resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out)
 	}
 	if (ret) {
 		snprintf(tried, sizeof(tried), "%s, %s, %s", defaults[0], defaults[1], defaults[2]);
-		offered(have, sizeof(have));
-		tp_log(tp, GW_LOG_ERROR,
-		       "no usable provider (%s) on %s: %s; libfabric %u.%u offers: %s%s",
+		gw_tp_provider_hint(tp->cfg.provider, hint, sizeof(hint));
+		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s; %s",
 		       tp->cfg.provider ? tp->cfg.provider : tried,
-		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret),
-		       FI_MAJOR(gw_fi_version()), FI_MINOR(gw_fi_version()), have,
-		       tp->cfg.provider && !strcmp(tp->cfg.provider, "net") &&
-				       !strcmp(gw_fi_tcp_provider(), "tcp")
-			       ? " (libfabric 1.18 renamed net to tcp)"
-			       : "");
+		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret), hint);
 	}
 	return ret;
 }

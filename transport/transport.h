@@ -99,6 +99,14 @@ void gw_store_destroy(struct gw_store *st);
 /* ---- context ------------------------------------------------------------- */
 
 /**
+ * gw_tp_provider_hint() - "libfabric X.Y offers: a, b, c" in buf, for an
+ * error about a provider that is not there; asked: the provider named
+ * (NULL: the defaults), "net" on libfabric 1.18 or later adds that it was
+ * renamed tcp.
+ */
+void gw_tp_provider_hint(const char *asked, char *buf, size_t len);
+
+/**
  * struct gw_tp_cfg - transport settings, filled by the caller (the plugin
  * layer reads GRADWIRE_* variables; the transport reads no environment).
  * @provider: libfabric provider for peers on other hosts (and for every
