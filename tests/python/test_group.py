@@ -183,9 +183,12 @@ def check_summary(s, rank, size, ranks, peers):
     check(sorted(int(p) for p in links) == sorted(peers),
           f"{who}: links to peers {sorted(links)} (want {peers})")
     want = os.environ.get("GRADWIRE_PROVIDER_LOCAL", "shm")
+    # main: the default network provider, libfabric's native TCP one (net
+    # before 1.18, tcp after).
+    wants = {"net", "tcp"} if want == "main" else {want}
     for p, x in links.items():
         check(set(x) == LINK_KEYS, f"{who}, peer {p}: link fields {sorted(x)}")
-        check(x["codec"].split(":")[0] == "int8" and x["provider"] == want
+        check(x["codec"].split(":")[0] == "int8" and x["provider"] in wants
               and not x["fell_back"] and x["global_rank"] == ranks[int(p)],
               f"{who}, peer {p} (global {x['global_rank']}): {x['codec']} "
               f"over {x['provider']}, fell back {x['fell_back']}")
