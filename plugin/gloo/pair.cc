@@ -63,8 +63,20 @@ BoundBuffer::BoundBuffer(std::shared_ptr<Context> ctx, int peer, bool send, int 
     : ::gloo::transport::Buffer(slot, ptr, size), peer(peer), sender(send), gslot(boundSlot(slot)),
       ctx_(std::move(ctx))
 {
-	if (!sender)
+	// A buffer of the pair with this rank itself (device.h) only exists:
+	// Gloo's ring algorithms make one on a one-rank context and never use
+	// it, as over Gloo's tcp device.
+	if (!sender && peer != ctx_->rank)
 		ctx_->bind(this);
+}
+
+// Refuse to move anything over the pair with this rank itself.
+static void refuseSelf(const BoundBuffer *b, int rank, const char *what)
+{
+	if (b->peer == rank)
+		GLOO_THROW_INVALID_OPERATION_EXCEPTION("gradwire: rank ", rank, " cannot ", what,
+						       " a buffer of its pair with itself (slot ",
+						       b->slot(), ")");
 }
 
 BoundBuffer::~BoundBuffer()
@@ -77,6 +89,7 @@ void BoundBuffer::send(size_t offset, size_t length, size_t roffset)
 	if (!sender)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: send() on a receive buffer (slot ", slot_, ")");
+	refuseSelf(this, ctx_->rank, "send from");
 	ctx_->sendBound(this, offset, length, roffset);
 }
 
@@ -85,6 +98,7 @@ void BoundBuffer::waitRecv()
 	if (sender)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: waitRecv() on a send buffer (slot ", slot_, ")");
+	refuseSelf(this, ctx_->rank, "wait on");
 	ctx_->wait(w, false, nullptr, ::gloo::transport::kUnsetTimeout);
 }
 
@@ -93,6 +107,7 @@ void BoundBuffer::waitSend()
 	if (!sender)
 		GLOO_THROW_INVALID_OPERATION_EXCEPTION(
 			"gradwire: waitSend() on a receive buffer (slot ", slot_, ")");
+	refuseSelf(this, ctx_->rank, "wait on");
 	ctx_->wait(w, true, nullptr, ::gloo::transport::kUnsetTimeout);
 }
 
