@@ -19,6 +19,7 @@
 #include <time.h>
 #include "config.h"
 #include "perf.h"
+#include "../../common/rng.h"
 
 /* Least-squares slope of y[from..n) against the call index. */
 static double slope_of(const double *y, int from, int n)
@@ -87,22 +88,13 @@ static double cpu_s(void)
 	return clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Rank r's data for n values: roughly N(0,1) (sum of four uniforms). */
 static void fill(float *x, uint64_t n, int r)
 {
 	uint64_t s = 0x9E7F000000000000ull ^ ((uint64_t)r << 40) ^ n;
 
 	for (uint64_t i = 0; i < n; i++) {
-		uint64_t z = splitmix(&s);
+		uint64_t z = gw_splitmix64(&s);
 		float u = 0;
 
 		for (int k = 0; k < 4; k++)
