@@ -15,11 +15,11 @@
  *    another task for its whole slice (busy neighbours: milliseconds), so
  *    for TP_CONTENDED_US after one, waits without a wait object (shm) only
  *    sleep: a sleeper that wakes is scheduled ahead of a busy loop, a
- *    yielder behind it (2 ranks over shm beside two busy loops: 8-12 ms per
- *    1 KiB allreduce while yielding). Not when this host's own ranks
+ *    yielder behind it (with busy loops beside them, small allreduces over
+ *    shm took milliseconds while yielding). Not when this host's own ranks
  *    outnumber its CPUs (gw_tp_crowded()): there the core mostly goes to a
- *    peer rank, and sleeping instead cost 4 ranks on 2 cores over shm about
- *    1.5x at 1-16 MiB (docs/performance.md);
+ *    peer rank, and sleeping instead slowed 4 ranks on 2 cores over shm
+ *    (docs/performance.md, "Why the defaults are what they are");
  *  - with a provider that reports FI_PROGRESS_AUTO (net) a waiter never
  *    polls: it sleeps in fi_cq_sread(), whose wait set holds the provider's
  *    socket epoll fd, and the provider moves the bytes inside that call
@@ -361,11 +361,11 @@ static void backoff(struct gw_tp *tp, unsigned *step)
  * An auto-progress provider sleeps in fi_cq_sread() at once (see the top
  * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large
  * message is many: SAR segments, rendezvous steps) and its wait object does not always fire again
- * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (64 MiB took 3.7 s here,
- * 0.9 s when polled). Hence a short, yielding poll while the endpoint is "hot" (something was
- * posted or completed, or the wait object just fired), and a sleep in fi_cq_sread() of at most
- * TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the core away at
- * every poll.
+ * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (a large allreduce took
+ * several times as long as when polled). Hence a short, yielding poll while the endpoint is "hot"
+ * (something was posted or completed, or the wait object just fired), and a sleep in fi_cq_sread()
+ * of at most TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the
+ * core away at every poll.
  */
 int tp_progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 {
