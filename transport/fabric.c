@@ -13,8 +13,8 @@
  *    every buffer gets a descriptor (per request, or from a caller
  *    registration covering it).
  *  - providers, unless named: verbs;ofi_rxm, then net (libfabric's native
- *    TCP RDM endpoint), then tcp;ofi_rxm. net fills a shaped 1 Gbit/s link
- *    both ways where tcp;ofi_rxm moved about half (docs/performance.md),
+ *    TCP RDM endpoint), then tcp;ofi_rxm. net fills a shaped link both
+ *    ways where tcp;ofi_rxm moved much less (docs/performance.md),
  *    and its automatic data progress lets waiters sleep in the kernel: in
  *    1.17 that progress runs inside fi_cq_sread(), which also waits on the
  *    provider's sockets (no provider thread: we open no EQ). Its 1.17
@@ -24,7 +24,7 @@
  *    fi_cq_sread(); a provider without one gets a CQ without wait object
  *    and waiters back off. Not FI_WAIT_UNSPEC: shm 1.17 then picks a
  *    yield/futex wait whose fi_cq_sread() ignored its timeout here (both
- *    ranks stuck in it for 20 s after a truncated receive).
+ *    ranks stuck in it, far past it, after a truncated receive).
  *  - a requested interface is binding: the chosen domain must carry its
  *    name, or create fails. There is no fall-back to another interface.
  *    Without one, the main link skips loopback and bridges when peers are
@@ -40,12 +40,12 @@
  *    host) have a connection per direction. On one connection both ranks'
  *    bulk sends meet the socket's lock: the peer's data and the ACKs that
  *    open the window queue behind a sendmsg() in progress and are processed
- *    only when it returns. Two processes on loopback doing a 2 MiB ring
- *    allreduce over bare sockets (two exchanges of 1 MiB each way) took
- *    about 1.0 ms on one socket and 0.55 ms on two (docs/performance.md).
+ *    only when it returns. Two processes on loopback doing a ring
+ *    allreduce over bare sockets were much slower on one socket than on
+ *    two (docs/performance.md).
  *    Peers of another IP address keep one connection (tp.c): on a wire the
  *    ACKs ride on the data going the other way, and pure ACKs on a second
- *    connection cost 2-3% of a saturated 1 Gbit/s link. A rank publishes
+ *    connection take a share of a saturated link. A rank publishes
  *    both addresses. Not with FI_MR_ENDPOINT (a registration binds to one
  *    endpoint) nor string addresses; cfg.one_conn turns it off.
  * Teardown runs in reverse order of creation (tp_fabric_close()), except
