@@ -19,6 +19,7 @@
 #include <string.h>
 #include "gradwire/codec.h"
 #include "../common/bytes.h"
+#include "../common/rng.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gradwire's codecs assume a little-endian host"
@@ -44,16 +45,7 @@ static inline int gw_nonfinite(float f)
 	return (gw_f2u(f) & 0x7f800000u) == 0x7f800000u;
 }
 
-/* SplitMix64: one step of the generator, and a stateless mix of a counter. */
-static inline uint64_t gw_splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
+/* A stateless mix of a counter, by SplitMix64 (common/rng.h). */
 static inline uint64_t gw_mix64(uint64_t seed, uint64_t ctr)
 {
 	uint64_t s = seed ^ (ctr * UINT64_C(0xD1B54A32D192ED03));

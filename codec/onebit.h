@@ -71,7 +71,7 @@ static inline uint64_t gw_onebit_nbytes(uint64_t n)
 /*
  * encode() with the given kernels. Inline, so that each variant's encode()
  * gets its kernels inlined and the bit writer kept in registers across
- * buckets (through pointers, onebit-avx2 encoded 15% slower).
+ * buckets (through pointers, onebit-avx2 encoded measurably slower).
  */
 static inline ssize_t gw_onebit_encode(const struct gw_codec *c, const float *x, const float *res,
 				       float *res_out, uint64_t n, void *out, size_t cap,

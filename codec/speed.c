@@ -36,21 +36,6 @@ struct bench {
 	void *state, *scratch;
 };
 
-/* The seed benchmark's data: SplitMix64 seeded 0x5EED000000000001 ^ n,
- * x = (u1 + u2 + u3 + u4 - 2) * 1.7320508 with u = (next >> 40) * 2^-24. */
-static void fill_seed(float *x, uint64_t n)
-{
-	uint64_t s = UINT64_C(0x5EED000000000001) ^ n;
-
-	for (uint64_t i = 0; i < n; i++) {
-		float u = 0;
-
-		for (int j = 0; j < 4; j++)
-			u += (float)(gw_splitmix64(&s) >> 40) * 0x1p-24f;
-		x[i] = (u - 2.0f) * 1.7320508f;
-	}
-}
-
 /* A zeroed block in whole 64-byte lines (SIMD code streams into it), every
  * page touched now rather than inside a timing; NULL when out of memory. */
 static void *alloc_touched(size_t bytes)
@@ -93,7 +78,7 @@ static int bench_alloc(struct bench *b, const struct gw_codec *c, uint64_t n)
 	b->scratch = alloc_touched(gw_codec_scratch_size(c, n));
 	if (!b->x || !b->res || !b->res_out || !b->acc || !b->out || !b->state || !b->scratch)
 		return -ENOMEM;
-	fill_seed(b->x, n);
+	gw_fill_seed(b->x, n);
 	return 0;
 }
 

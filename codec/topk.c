@@ -44,8 +44,8 @@
 #include "topk.h"
 
 /* Keys sampled to guess the threshold. Each costs a cache miss that the
- * streaming pass does not overlap: at 16384 per call the sample took a
- * fifth of a 512K-value encode (segments of the ring's allreduce). */
+ * streaming pass does not overlap, so the sample stays a small share of an
+ * encode of the ring's segments (docs/performance.md, "Codecs"). */
 #define SAMPLE_MIN 4096u
 #define SAMPLE_MAX 16384u
 #define SAMPLE_STRIDE 128u

@@ -513,8 +513,8 @@ static void test_lowrank(void)
  * Rank kill_rank dies kill_ms into its kill_call-th allreduce of 16 MiB,
  * with segments in flight. The rank that sends to it enters that call
  * 2 * kill_ms late, so the victim cannot finish before it dies however
- * fast the link is (over net a 16 MiB int8 call can take under 5 ms, and
- * the victim then died in the next call). The others must fail in that
+ * fast the link is (over net a 16 MiB int8 call can end before kill_ms,
+ * and the victim then died in the next call). The others must fail in that
  * very call, within the timeout; the ranks next to it name it in their error (stderr goes to
  * "<dir>/err-<rank>" for the parent to read); later calls fail fast.
  */

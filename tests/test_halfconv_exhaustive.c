@@ -79,7 +79,7 @@ static uint16_t ref_fp16(float f)
 	/*
 	 * Below half the smallest subnormal (2^-25) everything rounds to +-0.
 	 * Said here directly because libgcc raises the underflow exception
-	 * through the x87 environment (~80 ns a call), and 40% of all
+	 * through the x87 environment (slow, call by call), and 40% of all
 	 * patterns live here; the range just above it still goes to libgcc.
 	 */
 	if (fabsf(f) < 0x1p-25f)

@@ -610,7 +610,7 @@ static void test_feedback_pieces(void)
 
 /*
  * 2 hosts x 2 ranks; rank kill_rank dies kill_ms into its third allreduce of
- * 16 MiB (about 100 ms here on a loaded machine, so it dies with segments in
+ * 16 MiB (long enough on a loaded machine that it dies with segments in
  * flight inside the host or across; should the call be done by then, in a
  * later one). Every other rank - its host peer, its peer across hosts and
  * the rank that shares neither - must fail the call the victim died in,

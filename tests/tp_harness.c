@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "fi_load.h"
 #include "tp_harness.h"
+#include "../common/rng.h"
 
 const char *tp_net_provider(void)
 {
@@ -98,25 +99,18 @@ int tp_barrier(struct gw_store *st, int rank, int size, const char *name, int ti
 	return ret;
 }
 
-static uint64_t mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
 void tp_pattern(void *buf, size_t len, uint64_t seed)
 {
 	unsigned char *p = buf;
 	size_t i = 0;
 
 	for (; i + 8 <= len; i += 8) {
-		uint64_t w = mix(seed * UINT64_C(0x9E3779B97F4A7C15) + i);
+		uint64_t w = gw_splitmix64_mix(seed * GW_SPLITMIX64_GAMMA + i);
 
 		memcpy(p + i, &w, 8);
 	}
 	for (; i < len; i++)
-		p[i] = (unsigned char)mix(seed + i);
+		p[i] = (unsigned char)gw_splitmix64_mix(seed + i);
 }
 
 size_t tp_mismatch(const void *buf, size_t len, uint64_t seed)
@@ -125,13 +119,13 @@ size_t tp_mismatch(const void *buf, size_t len, uint64_t seed)
 	size_t i = 0;
 
 	for (; i + 8 <= len; i += 8) {
-		uint64_t w = mix(seed * UINT64_C(0x9E3779B97F4A7C15) + i);
+		uint64_t w = gw_splitmix64_mix(seed * GW_SPLITMIX64_GAMMA + i);
 
 		if (memcmp(p + i, &w, 8))
 			return i + 1;
 	}
 	for (; i < len; i++)
-		if (p[i] != (unsigned char)mix(seed + i))
+		if (p[i] != (unsigned char)gw_splitmix64_mix(seed + i))
 			return i + 1;
 	return 0;
 }

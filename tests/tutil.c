@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "tutil.h"
+#include "../common/rng.h"
 
 int tu_run(const char *suite, CU_TestInfo *tests)
 {
@@ -44,31 +45,16 @@ void tu_skip(const char *why)
 	exit(TU_SKIP);
 }
 
-static uint64_t sm64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
 void tu_fill(float *x, uint64_t n, uint64_t seed)
 {
 	uint64_t s = seed;
 
-	for (uint64_t i = 0; i < n; i++) {
-		float u = 0;
-
-		for (int j = 0; j < 4; j++)
-			u += (float)(sm64(&s) >> 40) * 0x1p-24f;
-		x[i] = (u - 2.0f) * 1.7320508f;
-	}
+	gw_fill_normal(x, n, &s);
 }
 
 void tu_fill_seed(float *x, uint64_t n)
 {
-	tu_fill(x, n, UINT64_C(0x5EED000000000001) ^ n);
+	gw_fill_seed(x, n);
 }
 
 void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite)
@@ -77,7 +63,7 @@ void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite)
 
 	tu_fill(x, n, seed);
 	for (uint64_t i = 0; i < n; i++) {
-		switch (sm64(&s) % 16) {
+		switch (gw_splitmix64(&s) % 16) {
 		case 0:
 			x[i] = 0.0f;
 			break;
@@ -94,7 +80,7 @@ void tu_fill_hard(float *x, uint64_t n, uint64_t seed, int nonfinite)
 			x[i] = 1e-40f;
 			break; /* subnormal */
 		case 5:
-			x[i] = (float)(sm64(&s) % 1000) * 1e3f;
+			x[i] = (float)(gw_splitmix64(&s) % 1000) * 1e3f;
 			break;
 		default:
 			break;

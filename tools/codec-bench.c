@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gradwire/codec.h"
+#include "../common/rng.h"
 
 #define MIN_RUNS 5
 #define MAX_LIST 64
@@ -109,29 +110,6 @@ static void usage(FILE *f)
 
 /* ---- input --------------------------------------------------------------- */
 
-static uint64_t sm64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
-/* The seed benchmark's data; must stay bit-identical to tu_fill_seed(). */
-static void fill_seed(float *x, uint64_t n)
-{
-	uint64_t s = UINT64_C(0x5EED000000000001) ^ n;
-
-	for (uint64_t i = 0; i < n; i++) {
-		float u = 0;
-
-		for (int j = 0; j < 4; j++)
-			u += (float)(sm64(&s) >> 40) * 0x1p-24f;
-		x[i] = (u - 2.0f) * 1.7320508f;
-	}
-}
-
 /*
  * --low-rank K: a gradient-shaped matrix of rows x cols (cols = ceil(sqrt(n)),
  * PowerSGD's default view) of exact rank K, plus the seed's data at 1/10 as
@@ -151,9 +129,9 @@ static void fill_low_rank(float *x, uint64_t n, unsigned k)
 		fprintf(stderr, "gradwire-codec-bench: out of memory\n");
 		exit(1);
 	}
-	fill_seed(a, rows * k);
-	fill_seed(b, cols * k);
-	fill_seed(x, n);
+	gw_fill_seed(a, rows * k);
+	gw_fill_seed(b, cols * k);
+	gw_fill_seed(x, n);
 	for (uint64_t i = 0; i < rows; i++)
 		for (uint64_t j = 0; j < cols && i * cols + j < n; j++) {
 			float t = 0;
@@ -665,7 +643,7 @@ int main(int argc, char **argv)
 		if (o.low_rank)
 			fill_low_rank(b.x, b.n, o.low_rank);
 		else
-			fill_seed(b.x, b.n);
+			gw_fill_seed(b.x, b.n);
 
 		for (size_t i = 0; i < o.nspecs; i++) {
 			const struct gw_codec *c = &codecs[i];

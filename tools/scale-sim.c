@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gradwire/codec.h"
+#include "../common/rng.h"
 
 #define MAX_CODECS 16
 #define MAX_RANKS 65536u
@@ -90,12 +91,10 @@ struct result {
 	double bytes; /* per rank and call */
 };
 
+/* SplitMix64's next value after state z (stateless). */
 static uint64_t mix(uint64_t z)
 {
-	z += UINT64_C(0x9E3779B97F4A7C15);
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
+	return gw_splitmix64(&z);
 }
 
 /* Rank r's values [off, off + len) in call `call`. */

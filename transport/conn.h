@@ -199,12 +199,12 @@ int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, const void *
 int gw_ctx_irecv_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, void *buf, size_t len,
 		       struct gw_ctx_req *r);
 /**
- * gw_ctx_isend_bytes2() - one exact byte message of head then buf (both
+ * gw_ctx_isend_bytes_hdr() - one exact byte message of head then buf (both
  * copied into the frame at once), so a host can prefix what the receiver
  * needs to place the bytes.
  */
-int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot, const void *head, size_t hlen,
-			const void *buf, size_t len, struct gw_ctx_req *r);
+int gw_ctx_isend_bytes_hdr(struct gw_ctx *ctx, int peer, uint32_t slot, const void *head,
+			   size_t hlen, const void *buf, size_t len, struct gw_ctx_req *r);
 /**
  * gw_ctx_irecv_frame() - receive the next byte message on (peer, slot) of
  * any length up to cap and leave it in the frame buffer: after a

@@ -27,8 +27,8 @@
 #define GATHER_MIN (64u << 10)
 /* Idle frame buffers kept (gw_ctx_slot_trim()): at least what a ring holds
  * at once (coll_ring.c: 2 x 8 receives, 8 sends), or every call frees and
- * allocates some anew, and the kernel faults fresh pages in (top-k at 1%,
- * 2 ranks, 64 MiB: 46 page faults per call, 19.7 ms against 22.5). */
+ * allocates some anew, and the kernel faults fresh pages in on every call
+ * (docs/performance.md, "Memory and soak"). */
 #define POOL_MAX 32
 
 struct conn_slot {

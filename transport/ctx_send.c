@@ -188,8 +188,8 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *
 	return 0;
 }
 
-int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot, const void *head, size_t hlen,
-			const void *buf, size_t len, struct gw_ctx_req *r)
+int gw_ctx_isend_bytes_hdr(struct gw_ctx *ctx, int peer, uint32_t slot, const void *head,
+			   size_t hlen, const void *buf, size_t len, struct gw_ctx_req *r)
 {
 	struct conn_slot *cs;
 	int rc;
@@ -219,7 +219,7 @@ int gw_ctx_isend_bytes2(struct gw_ctx *ctx, int peer, uint32_t slot, const void 
 int gw_ctx_isend_bytes(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, size_t len,
 		       struct gw_ctx_req *r)
 {
-	return gw_ctx_isend_bytes2(ctx, peer, slot, NULL, 0, buf, len, r);
+	return gw_ctx_isend_bytes_hdr(ctx, peer, slot, NULL, 0, buf, len, r);
 }
 
 int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot, const struct gw_ctx_req *from,

@@ -2,7 +2,7 @@
 /*
  * fabric.c - the libfabric objects of a context: fi_getinfo, fabric,
  * domain, RDM endpoint, address vector, completion queue, and memory
- * registration.
+ * registration (mr.c).
  *
  * Choices (the aws-ofi-nccl way):
  *  - FI_EP_RDM with FI_TAGGED | FI_MSG | FI_DIRECTED_RECV: reliable,
@@ -12,9 +12,10 @@
  *    and honour what the provider keeps; with FI_MR_LOCAL (or force_mr)
  *    every buffer gets a descriptor (per request, or from a caller
  *    registration covering it).
- *  - providers, unless named: verbs;ofi_rxm, then net (libfabric's native
- *    TCP RDM endpoint), then tcp;ofi_rxm. net fills a shaped 1 Gbit/s link
- *    both ways where tcp;ofi_rxm moved about half (docs/performance.md),
+ *  - providers, unless named (provider.c chooses): verbs;ofi_rxm, then
+ *    libfabric's native TCP RDM endpoint (net before 1.18, tcp after), then
+ *    tcp;ofi_rxm. net fills a shaped link both
+ *    ways where tcp;ofi_rxm moved much less (docs/performance.md),
  *    and its automatic data progress lets waiters sleep in the kernel: in
  *    1.17 that progress runs inside fi_cq_sread(), which also waits on the
  *    provider's sockets (no provider thread: we open no EQ). Its 1.17
@@ -24,7 +25,7 @@
  *    fi_cq_sread(); a provider without one gets a CQ without wait object
  *    and waiters back off. Not FI_WAIT_UNSPEC: shm 1.17 then picks a
  *    yield/futex wait whose fi_cq_sread() ignored its timeout here (both
- *    ranks stuck in it for 20 s after a truncated receive).
+ *    ranks stuck in it, far past it, after a truncated receive).
  *  - a requested interface is binding: the chosen domain must carry its
  *    name, or create fails. There is no fall-back to another interface.
  *    Without one, the main link skips loopback and bridges when peers are
@@ -40,12 +41,12 @@
  *    host) have a connection per direction. On one connection both ranks'
  *    bulk sends meet the socket's lock: the peer's data and the ACKs that
  *    open the window queue behind a sendmsg() in progress and are processed
- *    only when it returns. Two processes on loopback doing a 2 MiB ring
- *    allreduce over bare sockets (two exchanges of 1 MiB each way) took
- *    about 1.0 ms on one socket and 0.55 ms on two (docs/performance.md).
+ *    only when it returns. Two processes on loopback doing a ring
+ *    allreduce over bare sockets were much slower on one socket than on
+ *    two (docs/performance.md).
  *    Peers of another IP address keep one connection (tp.c): on a wire the
  *    ACKs ride on the data going the other way, and pure ACKs on a second
- *    connection cost 2-3% of a saturated 1 Gbit/s link. A rank publishes
+ *    connection take a share of a saturated link. A rank publishes
  *    both addresses. Not with FI_MR_ENDPOINT (a registration binds to one
  *    endpoint) nor string addresses; cfg.one_conn turns it off.
  * Teardown runs in reverse order of creation (tp_fabric_close()), except
@@ -68,11 +69,6 @@
 #include <unistd.h>
 #define GW_TP_INTERNAL
 #include "transport.h"
-#include "fi_load.h"
-
-#define TP_FI_VERSION FI_VERSION(1, 17)
-#define TP_MR_MODE                                                                                 \
-	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT)
 
 int tp_errno(int fi_err)
 {
@@ -91,70 +87,6 @@ int tp_errno(int fi_err)
 		/* libfabric's low codes are errno values; the rest are its own. */
 		return e < FI_ERRNO_OFFSET ? -e : -EIO;
 	}
-}
-
-static struct fi_info *make_hints(const char *prov, const char *iface)
-{
-	struct fi_info *h = fi_allocinfo();
-
-	if (!h)
-		return NULL;
-	h->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
-	h->mode = FI_CONTEXT | FI_CONTEXT2;
-	h->ep_attr->type = FI_EP_RDM;
-	h->domain_attr->mr_mode = TP_MR_MODE;
-	h->domain_attr->threading = FI_THREAD_DOMAIN;
-	h->fabric_attr->prov_name = strdup(prov);
-	if (iface)
-		h->domain_attr->name = strdup(iface);
-	if (!h->fabric_attr->prov_name || (iface && !h->domain_attr->name)) {
-		fi_freeinfo(h);
-		return NULL;
-	}
-	return h;
-}
-
-/* fi_getinfo for one provider string on iface (NULL: any); keeps in *out
- * the entry gw_tp_iface_pick() chooses (iface.c: with remote, loopback and
- * bridges only when nothing else is offered). */
-static int get_info(struct gw_tp *tp, const char *prov, const char *iface, bool remote,
-		    struct fi_info **out)
-{
-	struct fi_info *hints, *list = NULL, *pick = NULL;
-	const char *names[64], *why;
-	int ret, n = 0, k;
-
-	*out = NULL;
-	hints = make_hints(prov, iface);
-	if (!hints)
-		return -ENOMEM;
-	ret = fi_getinfo(TP_FI_VERSION, NULL, NULL, 0, hints, &list);
-	fi_freeinfo(hints);
-	if (ret) {
-		tp_log(tp, GW_LOG_INFO, "provider %s%s%s: %s", prov, iface ? " on " : "",
-		       iface ? iface : "", fi_strerror(-ret));
-		return tp_errno(ret);
-	}
-	/* A layered name ("tcp;ofi_rxm") matches exactly; a requested
-	 * interface must be the domain's name, never something near it. */
-	for (struct fi_info *i = list; i && n < (int)(sizeof(names) / sizeof(names[0]));
-	     i = i->next)
-		names[n++] = i->domain_attr->name;
-	k = gw_tp_iface_pick(names, n, iface, remote, &why);
-	for (struct fi_info *i = list; i && k >= 0; i = i->next, k--)
-		if (!k)
-			pick = i;
-	if (pick)
-		tp_log(tp, GW_LOG_INFO, "provider %s: interface %s (%s)", prov,
-		       pick->domain_attr->name ? pick->domain_attr->name : "?", why);
-	if (!pick) {
-		tp_log(tp, GW_LOG_ERROR, "provider %s has no domain %s", prov, iface);
-		fi_freeinfo(list);
-		return -ENODATA;
-	}
-	*out = fi_dupinfo(pick);
-	fi_freeinfo(list);
-	return *out ? 0 : -ENOMEM;
 }
 
 /* Endpoint name (namelen bytes) of link l's address format as text. */
@@ -564,101 +496,6 @@ err_info:
 	return ret;
 }
 
-/* The providers this libfabric offers gradwire (RDM, tagged), as
- * "a, b, c" in buf, for an error that names what exists. */
-static void offered(char *buf, size_t len)
-{
-	struct fi_info *hints = make_hints("", NULL), *list = NULL;
-	size_t at = 0;
-
-	buf[0] = '\0';
-	if (!hints)
-		return;
-	free(hints->fabric_attr->prov_name);
-	hints->fabric_attr->prov_name = NULL;
-	if (!fi_getinfo(TP_FI_VERSION, NULL, NULL, 0, hints, &list)) {
-		for (struct fi_info *i = list; i && at + 1 < len; i = i->next) {
-			const char *p = i->fabric_attr->prov_name;
-			bool seen = false;
-
-			for (struct fi_info *j = list; j != i && !seen; j = j->next)
-				seen = !strcmp(j->fabric_attr->prov_name, p);
-			if (!seen)
-				at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "",
-						       p);
-		}
-		fi_freeinfo(list);
-	}
-	fi_freeinfo(hints);
-	if (!buf[0])
-		snprintf(buf, len, "none");
-}
-
-void gw_tp_provider_hint(const char *asked, char *buf, size_t len)
-{
-	uint32_t v = gw_fi_version();
-	char have[256];
-
-	offered(have, sizeof(have));
-	snprintf(buf, len, "libfabric %u.%u offers: %s%s", FI_MAJOR(v), FI_MINOR(v), have,
-		 asked && !strcmp(asked, "net") && !strcmp(gw_fi_tcp_provider(), "tcp")
-			 ? " (libfabric 1.18 renamed net to tcp)"
-			 : "");
-}
-
-/* The main provider: cfg.provider, or the first of the defaults; remote:
- * it serves peers on other hosts, or host ids are not known yet. */
-static int resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out)
-{
-	const char *defaults[] = { "verbs;ofi_rxm", gw_fi_tcp_provider(), "tcp;ofi_rxm" };
-	char tried[64], hint[320];
-	int ret = -ENODATA;
-
-	if (tp->cfg.provider) {
-		ret = get_info(tp, tp->cfg.provider, tp->cfg.iface, remote, out);
-	} else {
-		for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]) && ret; i++)
-			ret = get_info(tp, defaults[i], tp->cfg.iface, remote, out);
-	}
-	if (ret) {
-		snprintf(tried, sizeof(tried), "%s, %s, %s", defaults[0], defaults[1], defaults[2]);
-		gw_tp_provider_hint(tp->cfg.provider, hint, sizeof(hint));
-		tp_log(tp, GW_LOG_ERROR, "no usable provider (%s) on %s: %s; %s",
-		       tp->cfg.provider ? tp->cfg.provider : tried,
-		       tp->cfg.iface ? tp->cfg.iface : "any interface", gw_strerror(ret), hint);
-	}
-	return ret;
-}
-
-/*
- * The local provider: cfg.provider_local (unavailable: an error), or with
- * cfg.local_auto shm where libfabric offers it. *out stays NULL when the
- * main provider serves this host's peers too. The interface binds it
- * unless it is shm.
- */
-static int resolve_local(struct gw_tp *tp, struct fi_info **out)
-{
-	const char *prov = tp->cfg.provider_local ? tp->cfg.provider_local : "shm";
-	int ret;
-
-	*out = NULL;
-	if (!tp->cfg.provider_local && !tp->cfg.local_auto)
-		return 0;
-	ret = get_info(tp, prov, strcmp(prov, "shm") ? tp->cfg.iface : NULL, false, out);
-	if (ret && tp->cfg.provider_local) {
-		tp_log(tp, GW_LOG_ERROR,
-		       "the provider for peers on this host (GRADWIRE_PROVIDER_LOCAL=%s) is not "
-		       "available: %s",
-		       prov, gw_strerror(ret));
-		return ret == -ENOMEM ? ret : -ENOENT;
-	}
-	if (ret)
-		tp_log(tp, GW_LOG_INFO,
-		       "no shm here (%s): peers on this host use the main provider",
-		       gw_strerror(ret));
-	return ret == -ENOMEM ? ret : 0;
-}
-
 static bool same_provider(const struct fi_info *a, const struct fi_info *b)
 {
 	return !strcmp(a->fabric_attr->prov_name, b->fabric_attr->prov_name);
@@ -692,7 +529,7 @@ int tp_fabric_open(struct gw_tp *tp)
 	/* A named local provider must exist even where no peer needs it: a
 	 * wrong name fails on one host as it would on many. */
 	if (local || tp->cfg.provider_local) {
-		ret = resolve_local(tp, &local_info);
+		ret = tp_resolve_local(tp, &local_info);
 		if (ret)
 			return ret;
 	}
@@ -701,7 +538,7 @@ int tp_fabric_open(struct gw_tp *tp)
 		local_info = NULL;
 	}
 	if (remote || !local_info) {
-		ret = resolve_main(tp, remote || !h, &main_info);
+		ret = tp_resolve_main(tp, remote || !h, &main_info);
 		if (ret)
 			goto err_free;
 	}
@@ -812,124 +649,4 @@ void tp_fabric_close(struct gw_tp *tp)
 		l->info = NULL;
 	}
 	tp->nlinks = 0;
-}
-
-/* ---- memory registration ------------------------------------------------- */
-
-static int reg(struct gw_tp *tp, struct tp_link *l, const void *buf, size_t len, uint64_t access,
-	       struct fid_mr **out)
-{
-	struct fid_mr *mr;
-	uint64_t key = (l->mr_mode & FI_MR_PROV_KEY) ? 0 : l->next_key++;
-	int ret;
-
-	ret = fi_mr_reg(l->domain, buf, len, access, 0, key, 0, &mr, NULL);
-	if (ret) {
-		tp_log(tp, GW_LOG_ERROR, "fi_mr_reg(%p, %zu) on %s: %s", buf, len,
-		       l->info->fabric_attr->prov_name, fi_strerror(-ret));
-		return tp_errno(ret);
-	}
-	if (l->mr_mode & FI_MR_ENDPOINT) {
-		ret = fi_mr_bind(mr, &l->ep->fid, 0);
-		if (!ret)
-			ret = fi_mr_enable(mr);
-		if (ret) {
-			tp_log(tp, GW_LOG_ERROR, "binding a memory region: %s", fi_strerror(-ret));
-			fi_close(&mr->fid);
-			return tp_errno(ret);
-		}
-	}
-	tp->mr_count++;
-	*out = mr;
-	return 0;
-}
-
-void tp_mr_close(struct fid_mr *mr)
-{
-	if (mr)
-		fi_close(&mr->fid);
-}
-
-/*
- * The descriptor for buf[0..len) on link: NULL when its provider needs
- * none, a caller registration covering it, or a fresh one (*own, closed by
- * the caller of this function once the op completes).
- */
-int tp_mr_for(struct gw_tp *tp, unsigned link, const void *buf, size_t len, uint64_t access,
-	      struct fid_mr **own, void **desc)
-{
-	struct tp_link *l = &tp->link[link];
-	uintptr_t b = (uintptr_t)buf;
-	int ret;
-
-	*own = NULL;
-	*desc = NULL;
-	if (!l->need_mr || !len)
-		return 0;
-	for (struct gw_tp_mr *m = tp->mrs; m; m = m->next) {
-		if (b >= m->base && len <= m->len && b - m->base <= m->len - len && m->mr[link]) {
-			*desc = fi_mr_desc(m->mr[link]);
-			return 0;
-		}
-	}
-	ret = reg(tp, l, buf, len, access, own);
-	if (ret)
-		return ret;
-	*desc = fi_mr_desc(*own);
-	return 0;
-}
-
-static void mr_close_all(struct gw_tp_mr *m)
-{
-	for (int i = 0; i < TP_LINKS; i++)
-		tp_mr_close(m->mr[i]);
-}
-
-int gw_tp_mr_reg(struct gw_tp *tp, void *buf, size_t len, struct gw_tp_mr **out)
-{
-	struct gw_tp_mr *m;
-	int ret;
-
-	if (!tp || !buf || !len || !out)
-		return -EINVAL;
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	m->base = (uintptr_t)buf;
-	m->len = len;
-	if (tp->need_mr) {
-		for (int i = 0; i < tp->nlinks; i++) {
-			if (!tp->link[i].need_mr)
-				continue;
-			ret = reg(tp, &tp->link[i], buf, len, FI_SEND | FI_RECV, &m->mr[i]);
-			if (ret) {
-				mr_close_all(m);
-				free(m);
-				return ret;
-			}
-		}
-		m->next = tp->mrs;
-		tp->mrs = m;
-	}
-	*out = m;
-	return 0;
-}
-
-void gw_tp_mr_dereg(struct gw_tp *tp, struct gw_tp_mr *mr)
-{
-	if (!tp || !mr)
-		return;
-	for (struct gw_tp_mr **p = &tp->mrs; *p; p = &(*p)->next) {
-		if (*p == mr) {
-			*p = mr->next;
-			break;
-		}
-	}
-	mr_close_all(mr);
-	free(mr);
-}
-
-uint64_t gw_tp_mr_count(const struct gw_tp *tp)
-{
-	return tp->mr_count;
 }

@@ -96,12 +96,11 @@ static void *sym(void *h, const char *name, const char *ver)
  * The shm provider's default for a message beyond its inline sizes is a
  * single copy by the receiver (CMA, process_vm_readv()), one system call and
  * page pinning per message. Copies through its shared buffers (its SAR
- * protocol) cost less for the sizes a ring moves in one message: 2 ranks,
- * exact allreduce, 1 to 8 MiB in 139-950 us against 175-1183 for Open MPI's
- * vader and 187-1240 with CMA (5 interleaved rounds, 2026-12-03); 1-2 MiB
- * 449-532 against 527-853 us with two CPU-bound processes beside the ranks.
- * Longer messages are slower that way (a 16 MiB message 4.2 against 2.9 ms),
- * so the ring cuts them into 1 MiB segments (coll_ring.c). Set before
+ * protocol) cost less for the sizes a ring moves in one message, also with
+ * CPU-bound processes beside the ranks, and beat Open MPI's vader there
+ * (docs/performance.md, "Why the defaults are what they are"). Longer
+ * messages are slower that way, so the ring cuts them into 1 MiB segments
+ * (coll_ring.c). Set before
  * libfabric reads it, unless the host set it (FI_SHM_DISABLE_CMA=0 keeps
  * CMA); a libfabric the host initialised earlier keeps its own choice.
  */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * progress.c - posting tagged sends and receives, and the one progress
- * engine that turns CQ entries into finished requests.
+ * engine that turns CQ entries into finished requests (wait.c waits for
+ * them, cancels and drains).
  *
  * Invariants:
  *  - every in-flight op lives in the context's slabs (stable addresses), so
@@ -14,11 +15,11 @@
  *    another task for its whole slice (busy neighbours: milliseconds), so
  *    for TP_CONTENDED_US after one, waits without a wait object (shm) only
  *    sleep: a sleeper that wakes is scheduled ahead of a busy loop, a
- *    yielder behind it (2 ranks over shm beside two busy loops: 8-12 ms per
- *    1 KiB allreduce while yielding). Not when this host's own ranks
+ *    yielder behind it (with busy loops beside them, small allreduces over
+ *    shm took milliseconds while yielding). Not when this host's own ranks
  *    outnumber its CPUs (gw_tp_crowded()): there the core mostly goes to a
- *    peer rank, and sleeping instead cost 4 ranks on 2 cores over shm about
- *    1.5x at 1-16 MiB (docs/performance.md);
+ *    peer rank, and sleeping instead slowed 4 ranks on 2 cores over shm
+ *    (docs/performance.md, "Why the defaults are what they are");
  *  - with a provider that reports FI_PROGRESS_AUTO (net) a waiter never
  *    polls: it sleeps in fi_cq_sread(), whose wait set holds the provider's
  *    socket epoll fd, and the provider moves the bytes inside that call
@@ -55,7 +56,6 @@
 #include "transport.h"
 
 #define TP_BATCH 16
-#define TP_DRAIN_MS 500	       /* how long a cancelled op may take to drain */
 #define TP_SPIN_US 200	       /* yielding poll while the endpoint is hot */
 #define TP_SLEEP_MS 2	       /* longest sleep in fi_cq_sread() (manual progress) */
 #define TP_AUTO_SLEEP_MS 100   /* the same with a provider that progresses itself */
@@ -103,7 +103,7 @@ static struct tp_op *op_get(struct gw_tp *tp)
 	return op;
 }
 
-static void op_put(struct gw_tp *tp, struct tp_op *op)
+void tp_op_put(struct gw_tp *tp, struct tp_op *op)
 {
 	tp_mr_close(op->mr);
 	op->mr = NULL;
@@ -129,7 +129,7 @@ void tp_ops_free(struct gw_tp *tp)
 
 /* The endpoint op is posted on: the link's receiving one for a receive
  * from a peer that sends to it (peer[] != peer_src[], tp.c). */
-static struct fid_ep *op_ep(const struct gw_tp *tp, const struct tp_op *op)
+struct fid_ep *tp_op_ep(const struct gw_tp *tp, const struct tp_op *op)
 {
 	const struct tp_link *l = &tp->link[op->link];
 
@@ -138,7 +138,7 @@ static struct fid_ep *op_ep(const struct gw_tp *tp, const struct tp_op *op)
 		       : l->ep;
 }
 
-static const char *dir_name(const struct tp_op *op)
+const char *tp_op_dir_name(const struct tp_op *op)
 {
 	return op->dir == OP_SEND ? "send to" : "receive from";
 }
@@ -148,10 +148,10 @@ static void complete(struct gw_tp *tp, struct tp_op *op, ssize_t result)
 	tp_mr_close(op->mr);
 	op->mr = NULL;
 	if (op->state == OP_ORPHAN) {
-		tp_log(tp, GW_LOG_DEBUG, "abandoned %s rank %d finished: %zd", dir_name(op),
+		tp_log(tp, GW_LOG_DEBUG, "abandoned %s rank %d finished: %zd", tp_op_dir_name(op),
 		       op->peer, result);
 		tp->orphans--;
-		op_put(tp, op);
+		tp_op_put(tp, op);
 		return;
 	}
 	op->result = result;
@@ -190,12 +190,13 @@ static int read_err(struct gw_tp *tp, struct tp_link *l)
 	} else if (e.err == FI_ECANCELED && !op->cancelling) {
 		tp_log(tp, GW_LOG_ERROR,
 		       "%s rank %d (tag 0x%016llx) aborted by the provider (connection lost?): %s",
-		       dir_name(op), op->peer, (unsigned long long)op->tag, txt ? txt : "");
+		       tp_op_dir_name(op), op->peer, (unsigned long long)op->tag, txt ? txt : "");
 		complete(tp, op, -ECONNABORTED);
 		return 1;
 	} else if (e.err != FI_ECANCELED) {
-		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) failed: %s (%s)", dir_name(op),
-		       op->peer, (unsigned long long)op->tag, fi_strerror(e.err), txt ? txt : "");
+		tp_log(tp, GW_LOG_ERROR, "%s rank %d (tag 0x%016llx) failed: %s (%s)",
+		       tp_op_dir_name(op), op->peer, (unsigned long long)op->tag,
+		       fi_strerror(e.err), txt ? txt : "");
 	}
 	complete(tp, op, e.err ? tp_errno(e.err) : -EIO);
 	return 1;
@@ -297,7 +298,7 @@ static int links_wait(struct gw_tp *tp, int timeout_ms)
  * the first when the CQs can block. Return: completions handled (0: none),
  * or -errno.
  */
-static int progress_once(struct gw_tp *tp, int timeout_ms)
+int tp_progress_once(struct gw_tp *tp, int timeout_ms)
 {
 	if (tp->nlinks == 1)
 		return link_read(tp, &tp->link[0], timeout_ms);
@@ -360,16 +361,16 @@ static void backoff(struct gw_tp *tp, unsigned *step)
  * An auto-progress provider sleeps in fi_cq_sread() at once (see the top
  * of this file). For manual progress: ofi_rxm moves one internal completion per fi_cq_read (a large
  * message is many: SAR segments, rendezvous steps) and its wait object does not always fire again
- * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (64 MiB took 3.7 s here,
- * 0.9 s when polled). Hence a short, yielding poll while the endpoint is "hot" (something was
- * posted or completed, or the wait object just fired), and a sleep in fi_cq_sread() of at most
- * TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the core away at
- * every poll.
+ * for the next step, so a waiter that only sleeps in fi_cq_sread() crawls (a large allreduce took
+ * several times as long as when polled). Hence a short, yielding poll while the endpoint is "hot"
+ * (something was posted or completed, or the wait object just fired), and a sleep in fi_cq_sread()
+ * of at most TP_SLEEP_MS once it has gone quiet: an idle waiter uses no CPU, a busy one gives the
+ * core away at every poll.
  */
-static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
+int tp_progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 {
 	int64_t t0, spin = 0;
-	int n = progress_once(tp, 0);
+	int n = tp_progress_once(tp, 0);
 
 	if (n)
 		goto out;
@@ -380,7 +381,7 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 	if (tp->auto_progress && tp->blocking && tp->cfg.spin_us >= 0) {
 		/* fi_cq_sread() waits on the provider's sockets too and
 		 * progresses them when they are ready: sleep in the kernel. */
-		n = progress_once(tp, (int)(left < TP_AUTO_SLEEP_MS ? left : TP_AUTO_SLEEP_MS));
+		n = tp_progress_once(tp, (int)(left < TP_AUTO_SLEEP_MS ? left : TP_AUTO_SLEEP_MS));
 		goto out;
 	}
 	if (tp->cfg.spin_us < 0)
@@ -393,7 +394,7 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 		do {
 			bool kept = yield_kept(tp);
 
-			n = progress_once(tp, 0);
+			n = tp_progress_once(tp, 0);
 			if (n)
 				goto out;
 			if (!kept && tp->cfg.spin_us >= 0)
@@ -410,7 +411,7 @@ static int progress_wait(struct gw_tp *tp, int64_t left, unsigned *step)
 	if (left > TP_SLEEP_MS)
 		left = TP_SLEEP_MS;
 	t0 = now_us();
-	n = progress_once(tp, (int)left);
+	n = tp_progress_once(tp, (int)left);
 	/* Woken before the timeout: the wait object saw traffic. */
 	if (n == 0 && now_us() - t0 < left * 1000 - 100)
 		tp->hot = true;
@@ -431,14 +432,14 @@ int gw_tp_progress(struct gw_tp *tp, int timeout_ms)
 	if (!tp)
 		return -EINVAL;
 	if (timeout_ms <= 0)
-		return progress_once(tp, 0);
+		return tp_progress_once(tp, 0);
 	deadline = gw_now_ms() + timeout_ms;
 	for (;;) {
 		int64_t left = deadline - gw_now_ms();
 
 		if (left <= 0)
 			return 0;
-		n = progress_wait(tp, left, &step);
+		n = tp_progress_wait(tp, left, &step);
 		if (n)
 			return n;
 	}
@@ -497,13 +498,13 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		if (iov && dir == OP_SEND)
 			r = fi_tsendv(l->ep, iov, NULL, iovcnt, tp->peer[peer], op->tag, &op->ctx);
 		else if (iov)
-			r = fi_trecvv(op_ep(tp, op), iov, NULL, iovcnt, tp->peer_src[peer], op->tag,
-				      0, &op->ctx);
+			r = fi_trecvv(tp_op_ep(tp, op), iov, NULL, iovcnt, tp->peer_src[peer],
+				      op->tag, 0, &op->ctx);
 		else if (dir == OP_SEND)
 			r = fi_tsend(l->ep, buf, len, desc, tp->peer[peer], op->tag, &op->ctx);
 		else
-			r = fi_trecv(op_ep(tp, op), buf, len, desc, tp->peer_src[peer], op->tag, 0,
-				     &op->ctx);
+			r = fi_trecv(tp_op_ep(tp, op), buf, len, desc, tp->peer_src[peer], op->tag,
+				     0, &op->ctx);
 		if (r != -FI_EAGAIN || tp->post_once)
 			break;
 		if (gw_now_ms() >= deadline) {
@@ -512,7 +513,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		}
 		/* The provider's queue is full: complete something first
 		 * (backing off as a wait does, sleeping under contention). */
-		if (progress_once(tp, 0) == 0)
+		if (tp_progress_once(tp, 0) == 0)
 			backoff(tp, &step);
 		tp_live_poll(tp); /* net refuses a dead peer's sends with EAGAIN */
 		if (tp->peer_lost[peer]) {
@@ -524,7 +525,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		ret = tp_errno((int)r);
 		if (ret != -EAGAIN)
 			tp_log(tp, GW_LOG_ERROR, "posting a %s rank %d (%zu bytes): %s",
-			       dir_name(op), peer, len, fi_strerror((int)-r));
+			       tp_op_dir_name(op), peer, len, fi_strerror((int)-r));
 		goto err_put;
 	}
 	req->op = op;
@@ -533,7 +534,7 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	return 0;
 
 err_put:
-	op_put(tp, op);
+	tp_op_put(tp, op);
 	return ret;
 }
 
@@ -600,226 +601,4 @@ int gw_tp_irecv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *b
 		struct gw_tp_req *req)
 {
 	return gw_tp_irecv_kind(tp, GW_TP_KIND_DATA, peer, slot, seq, buf, cap, req);
-}
-
-/* ---- waiting ------------------------------------------------------------ */
-
-/*
- * Ask the provider to give op back. Its completion (cancelled, or done
- * after all) still has to come before its buffer is free again: until then
- * it is posted and cancelling.
- */
-static void cancel_begin(struct gw_tp *tp, struct tp_op *op)
-{
-	int ret;
-
-	if (op->cancelling || op->state != OP_POSTED)
-		return;
-	op->cancelling = true;
-	ret = fi_cancel(&op_ep(tp, op)->fid, &op->ctx);
-	if (ret)
-		tp_log(tp, GW_LOG_DEBUG, "fi_cancel(%s rank %d): %s", dir_name(op), op->peer,
-		       fi_strerror(-ret));
-}
-
-/* A cancelled op did not complete in time: it keeps its buffer, nobody waits for it. */
-static void orphan(struct gw_tp *tp, struct tp_op *op)
-{
-	tp_log(tp, GW_LOG_WARN,
-	       "%s rank %d (tag 0x%016llx) was cancelled but did not complete; "
-	       "its buffer stays in use until it completes or the context is destroyed",
-	       dir_name(op), op->peer, (unsigned long long)op->tag);
-	op->state = OP_ORPHAN;
-	tp->orphans++;
-}
-
-/* Whether op was cancelled and its completion has not come. */
-static bool cancel_pending(const struct tp_op *op)
-{
-	return op->state == OP_POSTED && op->cancelling;
-}
-
-/* The first op cancelled whose completion has not come, or NULL. */
-static struct tp_op *cancelled_op(const struct gw_tp *tp)
-{
-	for (struct tp_slab *sl = tp->slabs; sl; sl = sl->next)
-		for (size_t i = 0; i < 64; i++)
-			if (cancel_pending(&sl->ops[i]))
-				return &sl->ops[i];
-	return NULL;
-}
-
-/*
- * Wait, TP_DRAIN_MS at most in all, for the completions of every cancelled
- * op; those still missing then become orphans. One shared drain, so that
- * withdrawing many requests (a ring's whole window) costs one bounded wait,
- * not one per request.
- */
-static void drain(struct gw_tp *tp)
-{
-	int64_t deadline = gw_now_ms() + TP_DRAIN_MS;
-	unsigned step = 0;
-
-	while (cancelled_op(tp)) {
-		int64_t left = deadline - gw_now_ms();
-
-		if (left <= 0 || progress_wait(tp, left, &step) < 0)
-			break;
-	}
-	for (struct tp_slab *sl = tp->slabs; sl; sl = sl->next) /* one pass */
-		for (size_t i = 0; i < 64; i++)
-			if (cancel_pending(&sl->ops[i]))
-				orphan(tp, &sl->ops[i]);
-}
-
-/* Whether op ends because a peer is gone: its own, or any with
- * gw_tp_lost_ends_all(). */
-static bool op_lost(const struct gw_tp *tp, const struct tp_op *op)
-{
-	return tp->peer_lost[op->peer] || (tp->lost_all && tp->lost_first >= 0);
-}
-
-/* A result that says the peer cannot be reached (not a refused message). */
-static bool unreachable(ssize_t result)
-{
-	switch (result) {
-	case -ETIMEDOUT:
-	case -ECONNABORTED:
-	case -ECONNRESET:
-	case -ECONNREFUSED:
-	case -ENOTCONN:
-	case -EPIPE:
-	case -EHOSTUNREACH:
-	case -EIO:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * Hand op's outcome to req and recycle op (unless it became an orphan). Op
- * still in flight is cancelled and drained first; a completion that beats
- * the cancel stands (its data is not lost), a cancelled one becomes why.
- */
-static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
-{
-	struct tp_op *op = req->op;
-	ssize_t result;
-
-	if (op->state == OP_POSTED) {
-		cancel_begin(tp, op);
-		drain(tp);
-	}
-	if (op_lost(tp, op) && why != -ECANCELED)
-		why = -ECONNRESET; /* withdrawn because its peer is gone */
-	result = op->state == OP_ORPHAN ? why : op->result;
-	req->done_ns = op->state == OP_ORPHAN ? 0 : op->done_ns;
-	if (op->cancelling && result == -ECANCELED)
-		result = why;
-	if (result != -ECANCELED) /* not withdrawn on purpose: says how the peer is */
-		tp->peer_failed[op->peer] = unreachable(result);
-	if (result == -ETIMEDOUT)
-		tp_log(tp, GW_LOG_WARN, "%s rank %d timed out", dir_name(op), op->peer);
-	if (op->state != OP_ORPHAN)
-		op_put(tp, op);
-	req->op = NULL;
-	req->result = result;
-	return result;
-}
-
-/* Posted, not completed, and not ended by a lost peer (then withdrawn). */
-static bool pending(const struct gw_tp *tp, const struct gw_tp_req *req)
-{
-	return req->op && req->op->state == OP_POSTED && !op_lost(tp, req->op);
-}
-
-ssize_t gw_tp_wait(struct gw_tp *tp, struct gw_tp_req *req, int timeout_ms)
-{
-	if (!tp || !req)
-		return -EINVAL;
-	gw_tp_waitall(tp, req, 1, timeout_ms);
-	return req->result;
-}
-
-int gw_tp_waitall(struct gw_tp *tp, struct gw_tp_req *reqs, size_t n, int timeout_ms)
-{
-	int64_t deadline = gw_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-	int why = -ETIMEDOUT, first = 0;
-	unsigned step = 0;
-	size_t i = 0;
-
-	if (!tp || (!reqs && n))
-		return -EINVAL;
-	for (;;) {
-		int64_t left;
-		int r;
-
-		while (i < n && !pending(tp, &reqs[i]))
-			i++;
-		if (i == n)
-			break;
-		left = deadline - gw_now_ms();
-		if (left <= 0)
-			break;
-		r = progress_wait(tp, left, &step);
-		if (r < 0) {
-			why = r; /* the CQ itself failed */
-			break;
-		}
-	}
-	for (i = 0; i < n; i++) /* withdraw the late ones together: one drain */
-		if (reqs[i].op && reqs[i].op->state == OP_POSTED)
-			cancel_begin(tp, reqs[i].op);
-	for (i = 0; i < n; i++) {
-		ssize_t r = reqs[i].op ? finish(tp, &reqs[i], why) : -EINVAL;
-
-		reqs[i].result = r;
-		if (r < 0 && !first)
-			first = (int)r;
-	}
-	return first;
-}
-
-ssize_t gw_tp_cancel(struct gw_tp *tp, struct gw_tp_req *req)
-{
-	if (!tp || !req || !req->op)
-		return -EINVAL;
-	return finish(tp, req, -ECANCELED);
-}
-
-void gw_tp_cancel_begin(struct gw_tp *tp, struct gw_tp_req *req)
-{
-	if (tp && req && req->op)
-		cancel_begin(tp, req->op);
-}
-
-int gw_tp_test(struct gw_tp *tp, struct gw_tp_req *req)
-{
-	if (!tp || !req || !req->op)
-		return -EINVAL;
-	if (req->op->state == OP_POSTED) {
-		int r = progress_once(tp, 0);
-
-		if (r < 0)
-			return r;
-	}
-	return req->op->state != OP_POSTED || op_lost(tp, req->op);
-}
-
-ssize_t gw_tp_send(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, const void *buf,
-		   size_t len)
-{
-	struct gw_tp_req req;
-	int ret = gw_tp_isend(tp, peer, slot, seq, buf, len, &req);
-
-	return ret ? ret : gw_tp_wait(tp, &req, tp->cfg.timeout_ms);
-}
-
-ssize_t gw_tp_recv(struct gw_tp *tp, int peer, uint32_t slot, uint32_t seq, void *buf, size_t cap)
-{
-	struct gw_tp_req req;
-	int ret = gw_tp_irecv(tp, peer, slot, seq, buf, cap, &req);
-
-	return ret ? ret : gw_tp_wait(tp, &req, tp->cfg.timeout_ms);
 }

@@ -131,7 +131,7 @@ static int any_pending(struct gw_rstore *rs)
 }
 
 /* Give e room for n values and state_len bytes of state, all zero. */
-static int shape(struct gw_rstore_entry *e, uint64_t n, size_t state_len, uint8_t id)
+static int entry_reshape(struct gw_rstore_entry *e, uint64_t n, size_t state_len, uint8_t id)
 {
 	uint8_t *state = NULL;
 	int rc;
@@ -196,7 +196,7 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 		e->rs = rs;
 		e->peer = peer;
 		e->slot = slot;
-		rc = shape(e, n, state_len, c->ops->id);
+		rc = entry_reshape(e, n, state_len, c->ops->id);
 		if (!rc)
 			rc = gw_map_put(&rs->map, KEY(peer, slot), e);
 		if (rc) {
@@ -204,7 +204,7 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 			return rc;
 		}
 	} else {
-		rc = shape(e, n, state_len, c->ops->id);
+		rc = entry_reshape(e, n, state_len, c->ops->id);
 		if (rc)
 			return rc;
 		rs->resets++;
@@ -281,13 +281,15 @@ uint64_t gw_rstore_resets(const struct gw_rstore *rs)
 
 /* ---- checkpoint files ---------------------------------------------------- */
 
-struct wr {
+/* A checkpoint file being written: every byte also goes into its SHA-256;
+ * the first error sticks and later writes do nothing. */
+struct ckpt_writer {
 	FILE *f;
 	EVP_MD_CTX *md;
 	int err;
 };
 
-static void wr(struct wr *w, const void *p, size_t len)
+static void ckpt_write(struct ckpt_writer *w, const void *p, size_t len)
 {
 	if (w->err || !len)
 		return;
@@ -297,7 +299,7 @@ static void wr(struct wr *w, const void *p, size_t len)
 
 int gw_rstore_save(const struct gw_rstore *rs, const char *path)
 {
-	struct wr w = { 0 };
+	struct ckpt_writer w = { 0 };
 	uint8_t sum[32];
 	char tmp[4096];
 	uint32_t u32;
@@ -317,24 +319,24 @@ int gw_rstore_save(const struct gw_rstore *rs, const char *path)
 	if (!w.md || !EVP_DigestInit_ex(w.md, EVP_sha256(), NULL))
 		w.err = -ENOMEM;
 	u32 = RSTORE_MAGIC;
-	wr(&w, &u32, 4);
+	ckpt_write(&w, &u32, 4);
 	u32 = RSTORE_VERSION;
-	wr(&w, &u32, 4);
+	ckpt_write(&w, &u32, 4);
 	u64 = rs->map.count;
-	wr(&w, &u64, 8);
+	ckpt_write(&w, &u64, 8);
 	FOR_EACH(rs, e)
 	{
 		uint8_t id[4] = { 0 };
 
 		id[0] = e->codec_id;
-		wr(&w, &e->peer, 4);
-		wr(&w, &e->slot, 4);
-		wr(&w, &e->res.n, 8);
-		wr(&w, id, 4);
+		ckpt_write(&w, &e->peer, 4);
+		ckpt_write(&w, &e->slot, 4);
+		ckpt_write(&w, &e->res.n, 8);
+		ckpt_write(&w, id, 4);
 		u32 = (uint32_t)e->state_len;
-		wr(&w, &u32, 4);
-		wr(&w, e->res.buf, (size_t)e->res.n * sizeof(float));
-		wr(&w, e->state, e->state_len);
+		ckpt_write(&w, &u32, 4);
+		ckpt_write(&w, e->res.buf, (size_t)e->res.n * sizeof(float));
+		ckpt_write(&w, e->state, e->state_len);
 	}
 	if (!w.err && !EVP_DigestFinal_ex(w.md, sum, NULL))
 		w.err = -EIO;
@@ -349,12 +351,13 @@ int gw_rstore_save(const struct gw_rstore *rs, const char *path)
 	return rc;
 }
 
-struct rd {
+/* A checkpoint file read into memory: -EBADMSG for a read past its end. */
+struct ckpt_reader {
 	const uint8_t *p;
 	size_t left;
 };
 
-static int rd(struct rd *r, void *out, size_t len)
+static int ckpt_read(struct ckpt_reader *r, void *out, size_t len)
 {
 	if (r->left < len)
 		return -EBADMSG;
@@ -369,7 +372,7 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 {
 	struct gw_rstore *fresh = NULL;
 	uint8_t *buf = NULL, sum[32];
-	struct rd r;
+	struct ckpt_reader r;
 	uint32_t magic, version;
 	uint64_t count;
 	long size;
@@ -400,7 +403,7 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 		goto out;
 	r.p = buf;
 	r.left = (size_t)size - 32;
-	if (rd(&r, &magic, 4) || rd(&r, &version, 4) || rd(&r, &count, 8) ||
+	if (ckpt_read(&r, &magic, 4) || ckpt_read(&r, &version, 4) || ckpt_read(&r, &count, 8) ||
 	    magic != RSTORE_MAGIC || version != RSTORE_VERSION || count > r.left / 24)
 		goto out;
 	rc = gw_rstore_create(&fresh);
@@ -415,10 +418,10 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 		int reshaped;
 
 		rc = -EBADMSG;
-		if (rd(&r, &peer, 4) || rd(&r, &slot, 4) || rd(&r, &n, 8) || rd(&r, id, 4) ||
-		    rd(&r, &state_len, 4) || id[1] || id[2] || id[3] || n > GW_MAX_ELEMS ||
-		    n > r.left / sizeof(float) || state_len > RSTORE_STATE_MAX ||
-		    !gw_codec_find_id(id[0]))
+		if (ckpt_read(&r, &peer, 4) || ckpt_read(&r, &slot, 4) || ckpt_read(&r, &n, 8) ||
+		    ckpt_read(&r, id, 4) || ckpt_read(&r, &state_len, 4) || id[1] || id[2] ||
+		    id[3] || n > GW_MAX_ELEMS || n > r.left / sizeof(float) ||
+		    state_len > RSTORE_STATE_MAX || !gw_codec_find_id(id[0]))
 			goto out;
 		gw_codec_init(&c, gw_codec_find_id(id[0]));
 		if (gw_codec_state_size(&c, n) != state_len ||
@@ -428,7 +431,8 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 		if (rc)
 			goto out;
 		rc = -EBADMSG;
-		if (rd(&r, e->res.buf, (size_t)n * sizeof(float)) || rd(&r, e->state, state_len))
+		if (ckpt_read(&r, e->res.buf, (size_t)n * sizeof(float)) ||
+		    ckpt_read(&r, e->state, state_len))
 			goto out;
 		for (uint64_t j = 0; j < n; j++) { /* residuals are finite */
 			uint32_t bits;

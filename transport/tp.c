@@ -278,7 +278,7 @@ err_free_peer:
  * dead peer's send may not even post). A peer whose latest operation failed
  * (timed out, lost its connection) is not waited for: it is dead, stopped
  * or cut off, and would only make the teardown after a failure cost one
- * more timeout (it did: 8 s at 8 s after a killed peer).
+ * more timeout (a whole second timeout after a killed peer).
  */
 static void linger(struct gw_tp *tp)
 {

@@ -559,16 +559,37 @@ struct gw_tp {
 
 /* fabric.c */
 /* Open the links (which: tp.c) and map every peer to one (peer_link[]). */
+/* provider.c: the main provider's fi_info (cfg.provider, or the first of
+ * the defaults that is there; remote: it serves peers on other hosts, or
+ * host ids are not known yet), and the local one (*out NULL when the main
+ * provider serves this host's peers too). Return: 0 or -errno, logged. */
+int tp_resolve_main(struct gw_tp *tp, bool remote, struct fi_info **out);
+int tp_resolve_local(struct gw_tp *tp, struct fi_info **out);
 int tp_fabric_open(struct gw_tp *tp);
 void tp_fabric_close_ep(struct gw_tp *tp);
 void tp_fabric_close(struct gw_tp *tp);
+int tp_errno(int fi_err);
+
+/* mr.c */
 int tp_mr_for(struct gw_tp *tp, unsigned link, const void *buf, size_t len, uint64_t access,
 	      struct fid_mr **own, void **desc);
 void tp_mr_close(struct fid_mr *mr);
-int tp_errno(int fi_err);
 
 /* progress.c */
 void tp_ops_free(struct gw_tp *tp);
+/* Recycle op (its registration closed). */
+void tp_op_put(struct gw_tp *tp, struct tp_op *op);
+/* The endpoint op is posted on. */
+struct fid_ep *tp_op_ep(const struct gw_tp *tp, const struct tp_op *op);
+/* "send to" or "receive from", for log lines. */
+const char *tp_op_dir_name(const struct tp_op *op);
+/* One batch of completions, sleeping up to timeout_ms for the first when
+ * the CQs can block. Return: completions handled (0: none), or -errno. */
+int tp_progress_once(struct gw_tp *tp, int timeout_ms);
+/* Wait up to left ms for something to complete (*step: the backoff's
+ * state, 0 at a wait's start). Return: > 0 when something completed or a
+ * peer was declared gone, 0, or -errno. */
+int tp_progress_wait(struct gw_tp *tp, int64_t left, unsigned *step);
 
 /* live.c */
 /* Listen and publish "<job>/tp/live/<rank>" (before the addresses: the

@@ -486,8 +486,8 @@ void Context::progress(std::unique_lock<std::mutex> &lk)
 		gwg_progress(gw_, 1); // sleeps in the CQ until a completion, 1 ms at most
 	// Let other threads in (std::mutex is not fair). A lone waiter does not
 	// yield: beside busy processes every sched_yield() gave the core away
-	// for a whole time slice, each round (0.07-0.4x Gloo's tcp device
-	// beside two CPU-bound processes). Threads that want mu for anything
+	// for a whole time slice, each round (far behind Gloo's tcp device
+	// beside two CPU-bound processes: docs/performance.md). Threads that want mu for anything
 	// else (to post, to destroy a buffer, to abort a wait: lockCounted())
 	// are waited for in the kernel, on a condition variable they signal
 	// once they hold mu, and first: a waiter may be waiting for what such a

@@ -151,8 +151,8 @@ int gwg_irecv(struct gwg_ctx *c, int peer, uint32_t slot, void *buf, size_t len,
 int gwg_isend2(struct gwg_ctx *c, int peer, uint32_t slot, const void *head, size_t hlen,
 	       const void *buf, size_t len, struct gwg_req *r)
 {
-	return gw_ctx_isend_bytes2((struct gw_ctx *)c, peer, slot, head, hlen, buf, len,
-				   (struct gw_ctx_req *)r);
+	return gw_ctx_isend_bytes_hdr((struct gw_ctx *)c, peer, slot, head, hlen, buf, len,
+				      (struct gw_ctx_req *)r);
 }
 
 int gwg_irecv_frame(struct gwg_ctx *c, int peer, uint32_t slot, size_t cap, struct gwg_req *r)

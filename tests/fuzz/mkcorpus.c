@@ -35,6 +35,7 @@
 #include "gradwire/codec.h"
 #include "frame.h"
 #include "fuzz_common.h"
+#include "../../common/rng.h"
 #include "handshake.h"
 
 #ifndef GW_CORPUS_DIR
@@ -134,28 +135,13 @@ static void put_section(unsigned id, uint32_t n, const uint8_t *sec, size_t len)
 
 /* ---- data ---------------------------------------------------------------- */
 
-static uint64_t sm64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
 enum dataset { NORMAL, HARD, NONFINITE, NDATASETS };
 
 static void fill(float *x, uint64_t n, enum dataset ds)
 {
 	uint64_t s = UINT64_C(0xC0A9C0A9) ^ n ^ ((uint64_t)ds << 32);
 
-	for (uint64_t i = 0; i < n; i++) {
-		float u = 0;
-
-		for (int j = 0; j < 4; j++)
-			u += (float)(sm64(&s) >> 40) * 0x1p-24f;
-		x[i] = (u - 2.0f) * 1.7320508f;
-	}
+	gw_fill_normal(x, n, &s);
 	if (ds == HARD) {
 		static const float hard[] = {
 			0.0f,	  -0.0f,    1.0f, -1.0f,    0.5f,	   1e-40f,  -1e-45f,
@@ -163,8 +149,8 @@ static void fill(float *x, uint64_t n, enum dataset ds)
 		};
 
 		for (uint64_t i = 0; i < n; i++)
-			if (sm64(&s) % 3 == 0)
-				x[i] = hard[sm64(&s) % (sizeof(hard) / sizeof(hard[0]))];
+			if (gw_splitmix64(&s) % 3 == 0)
+				x[i] = hard[gw_splitmix64(&s) % (sizeof(hard) / sizeof(hard[0]))];
 	} else if (ds == NONFINITE && n) {
 		x[n / 3] = NAN;
 		x[n / 2] = n > 2 ? INFINITY : x[n / 2];

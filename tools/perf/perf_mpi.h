@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * perf_mpi.h - gradwire-perf's bootstrap through MPI (plugin/perf_mpi.c,
+ * perf_mpi.h - gradwire-perf's bootstrap through MPI (tools/perf/perf_mpi.c,
  * built when meson finds MPI: option mpi). Private to gradwire-perf.
  */
 #ifndef GW_PERF_MPI_H
