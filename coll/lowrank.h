@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_lowrank.h - PowerSGD's allreduce (coll_lowrank.c), called by
- * gw_coll_allreduce() (coll_allreduce.c) for lossy tensors; it sums its
- * factors with the ring (coll_ring.c).
+ * lowrank.h - PowerSGD's allreduce (lowrank.c), called by
+ * gw_coll_allreduce() (allreduce.c) for lossy tensors; it sums its
+ * factors with the ring (ring.c).
  */
 #ifndef GW_COLL_LOWRANK_H
 #define GW_COLL_LOWRANK_H
@@ -22,7 +22,7 @@
  * gw_coll_lowrank_allreduce() - allreduce buf[0..n) in place as PowerSGD's
  * linear form, when every connection of every rank negotiated powersgd with
  * the same parameters (c->lowrank: the first lossy call's agreement,
- * coll_allreduce.c, which must have run). Its buffers are c->lr, which
+ * allreduce.c, which must have run). Its buffers are c->lr, which
  * gw_coll_destroy() frees.
  * @slot: the tensor's own slot; its residual and Q live in the context's
  *        residual store under (own rank, slot).

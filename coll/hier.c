@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_hier.c - the topology of the ranks and the hierarchical (2-D)
- * allreduce, over the ring engine (coll_ring.c) run on sub-groups.
+ * hier.c - the topology of the ranks and the hierarchical (2-D)
+ * allreduce, over the ring engine (ring.c) run on sub-groups.
  *
  * Topology. Every rank holds every rank's host id (gw_ctx_host_id(): read
  * from the store, the same list everywhere), so every rank computes the same
@@ -178,8 +178,8 @@ int coll_decide(struct gw_coll *c)
 		       why);
 	}
 	/* A lossy allreduce compresses each value twice, whatever the ranks
-	 * (coll_direct.c; in hier, across hosts), unless the ring was asked
-	 * for. Over shm too: there it runs one unit at a time (coll_direct.c),
+	 * (direct.c; in hier, across hosts), unless the ring was asked
+	 * for. Over shm too: there it runs one unit at a time (direct.c),
 	 * and 8 ranks on 2 cores took about the ring's time (16 MiB int8,
 	 * docs/performance.md), where all peers at once took 2-2.4x. */
 	c->direct = c->algo_set != GW_COLL_ALGO_RING;

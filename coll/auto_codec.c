@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_auto.c - GRADWIRE_CODEC=auto: each link's codec, chosen from what the
+ * auto_codec.c - GRADWIRE_CODEC=auto: each link's codec, chosen from what the
  * link measures, and chosen again when that changes (docs/codecs.md, "auto").
  *
  * Who chooses. The receiver of a link, for what it receives. Each rank
@@ -73,7 +73,7 @@ _Static_assert(PROBE_STEP + PROBE_FRAMES <= (1u << STEP_BITS) && PROBE_STEP >= 3
 
 #define alog(c, lvl, ...) gw_log(gw_ctx_log_level((c)->ctx), (lvl), (c)->rank, __VA_ARGS__)
 
-/* The group whose links may compress (coll_hier.c decided it). */
+/* The group whose links may compress (hier.c decided it). */
 static const struct coll_group *lossy_group(const struct gw_coll *c)
 {
 	return c->hier ? &c->cross : &c->world;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * coll.c - the collectives object, barrier, broadcast and allgather (exact),
- * and the call check every allreduce starts with (coll_allreduce.c has the
- * allreduce, coll_ring.c its ring).
+ * and the call check every allreduce starts with (allreduce.c has the
+ * allreduce, ring.c its ring).
  *
  * Slot layout (all below GW_TP_SLOT_MAX):
  *
@@ -17,7 +17,7 @@
  *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
  *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy
  *  22 u8 auto's choice (codec id + 1 | 0x40 a trial)  23 u8 auto's rate
- *     class | 0x80 probe (coll_auto.c; both 0 without GRADWIRE_CODEC=auto)
+ *     class | 0x80 probe (auto_codec.c; both 0 without GRADWIRE_CODEC=auto)
  *
  * so ranks that disagree on the tensor (the order of ids), its length, the
  * op or the lossy flag all fail at once, before any data moves, with the
@@ -273,7 +273,7 @@ struct call_desc {
 	uint64_t key, n;
 	uint32_t call;
 	uint8_t op, lossy;
-	uint8_t want, rate; /* auto's (c->au.say, coll_auto.c), not compared */
+	uint8_t want, rate; /* auto's (c->au.say, auto_codec.c), not compared */
 };
 _Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
 

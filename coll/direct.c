@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_direct.c - the direct reduce-scatter, which makes the direct lossy
+ * direct.c - the direct reduce-scatter, which makes the direct lossy
  * allreduce (scatter-reduce-allgather, as in CGX): every value is
  * compressed twice, whatever the number of ranks.
  *
@@ -15,7 +15,7 @@
  *                   (owner, slot), straight to owner k - 1; the owner adds
  *                   the decoded parts to its own values, exactly, in float32,
  *                   in a fixed order (the schedule's, below);
- *   allgather       the ring's (coll_ring.c, RING_AG): the owner encodes its
+ *   allgather       the ring's (ring.c, RING_AG): the owner encodes its
  *                   sum once and keeps what the next rank decodes, later
  *                   hops forward that payload byte for byte, so every rank
  *                   ends with the owner's bits.
@@ -75,7 +75,7 @@
 
 #define WINDOW 8		       /* units in flight, at most */
 #define SHM_WINDOW 1		       /* the same over shm: see the top of this file */
-#define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as coll_ring.c's */
+#define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as ring.c's */
 
 /*
  * Unit u: segment u / (size - 1), with step d = 1 + u % (size - 1). Return

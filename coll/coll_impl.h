@@ -2,11 +2,11 @@
 /*
  * coll_impl.h - inside the collectives: struct gw_coll, the slot layout
  * (coll.c's opening comment) and what the files share. The calls go one
- * way: coll_allreduce.c (the entry) -> coll_lowrank.c (PowerSGD) ->
- * coll_ring.c (the ring engine) -> coll.c (the object, the exact
- * collectives, the call check); nothing calls back up. coll_hier.c (the
- * topology and the hierarchical allreduce) sits between coll_lowrank.c and
- * coll_ring.c: PowerSGD's exact sums of its factors go through it too.
+ * way: allreduce.c (the entry) -> lowrank.c (PowerSGD) ->
+ * ring.c (the ring engine) -> coll.c (the object, the exact
+ * collectives, the call check); nothing calls back up. hier.c (the
+ * topology and the hierarchical allreduce) sits between lowrank.c and
+ * ring.c: PowerSGD's exact sums of its factors go through it too.
  */
 #ifndef GW_COLL_IMPL_H
 #define GW_COLL_IMPL_H
@@ -26,7 +26,7 @@ _Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS) <=
 
 /*
  * A ring of ranks: every rank of the context (c->world), or a sub-group of
- * the hierarchical allreduce (coll_hier.c): the ranks of this host
+ * the hierarchical allreduce (hier.c): the ranks of this host
  * (c->local), or the ranks of the same local index on every host (c->cross).
  */
 struct coll_group {
@@ -58,7 +58,7 @@ struct gw_coll {
 	unsigned nstreams;
 	uint64_t seg_bytes;   /* allreduce segment on the wire (0: whole chunks) */
 	uint64_t piece_bytes; /* the hierarchical allreduce's pieces (0: one) */
-	/* What the first lossy allreduce agreed on (coll_allreduce.c): */
+	/* What the first lossy allreduce agreed on (allreduce.c): */
 	bool agreed;			/* the agreement ran, and found: */
 	bool lossy_links;		/* some rank's link to its next compresses */
 	double wire_bpv;		/* the most wire bytes per value of any rank's
@@ -70,29 +70,29 @@ struct gw_coll {
 		struct gw_ctx_req *req; /* RING_REQS_MAIN: the flat or the local ring, */
 		size_t cap;		/* RING_REQS_CROSS: the ring across hosts */
 	} reqs[2];
-	struct lowrank_bufs {	   /* PowerSGD's allreduce (coll_lowrank.c grows them) */
+	struct lowrank_bufs {	   /* PowerSGD's allreduce (lowrank.c grows them) */
 		float *p, *q, *qn; /* rows * r + 1, cols * r, cols * r */
 		double *work;	   /* the orthonormalization's */
 		size_t p_cap, q_cap, qn_cap, work_cap;
 	} lr;
-	/* The topology (coll_hier.c), decided at the first allreduce: */
+	/* The topology (hier.c), decided at the first allreduce: */
 	enum gw_coll_algo algo_set; /* what was asked for */
 	bool decided;		    /* hier, local, cross and the counts hold: */
 	bool hier;		    /* the hierarchical allreduce runs */
-	bool direct;		    /* else lossy calls run coll_direct.c's */
+	bool direct;		    /* else lossy calls run direct.c's */
 	uint8_t hier_said[2];	    /* what coll_hier_for() logged for the allreduce,
 				     * the reduce-scatter: 1 hierarchical, 2 flat */
 	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
 	struct coll_group world, local, cross;
 	int *grid;		/* nhosts * per_host: the rank of local index i
 				 * on host h at [h * per_host + i] */
-	struct hier_rs {	/* the hierarchical reduce-scatter's (coll_hier.c): */
+	struct hier_rs {	/* the hierarchical reduce-scatter's (hier.c): */
 		float *tmp;	/* the tensor by pieces, each by slices (rs_piece()) */
 		uint64_t cap;	/* values tmp holds */
 		uint64_t *offs; /* per_host + 1 slices (the local ring's), per_host + 1 (scratch),
 				   nhosts + 1 shards (the cross ring's) */
 	} hrs;
-	struct coll_auto {	       /* GRADWIRE_CODEC=auto (coll_auto.c) */
+	struct coll_auto {	       /* GRADWIRE_CODEC=auto (auto_codec.c) */
 		bool init, on;	       /* looked at; the lossy group's links are auto */
 		uint8_t *want;	       /* size: each rank's choice (wire id + 1, 0 none) */
 		uint8_t *rate_of;      /* size: each rank's rate class | 0x80 probe */
@@ -122,7 +122,7 @@ struct gw_coll {
 		int8_t measured[COLL_AUTO_IDS];	   /* gw_codec_speed(): 1 done, -1 failed */
 		struct gw_codec_speed speed[COLL_AUTO_IDS];
 	} au;
-	uint64_t *offs; /* size + 1: the shards of a call given counts (coll_allreduce.c) */
+	uint64_t *offs; /* size + 1: the shards of a call given counts (allreduce.c) */
 };
 
 /* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
@@ -164,7 +164,7 @@ uint32_t coll_stream_of(struct gw_coll *c, uint64_t key);
 int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op,
 		    unsigned lossy);
 
-/* coll_auto.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
+/* auto_codec.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
 /* Look at the lossy group's links once (after coll_decide()). Return: 0, -ENOMEM. */
 int coll_auto_init(struct gw_coll *c);
 /* After the call check of a lossy call of n values of the tensor key: the
@@ -183,18 +183,18 @@ void coll_auto_explore(struct coll_auto *a);
  * feeds it times). */
 void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, double tau);
 
-/* coll_ring.c */
+/* ring.c */
 #define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */
 #define RING_AG 2u /* the allgather of the owned chunks */
 #define RING_ALL (RING_RS | RING_AG)
-#define RING_DIRECT 4u	   /* the reduce-scatter direct (coll_direct.c) */
+#define RING_DIRECT 4u	   /* the reduce-scatter direct (direct.c) */
 #define RING_REQS_MAIN 0u  /* c->reqs[] of the flat ring, or the local one */
 #define RING_REQS_CROSS 1u /* of the ring across hosts */
 #define RING_PENDING 1	   /* coll_ring_step(): not done yet */
 
 /*
- * A ring allreduce in progress (coll_ring.c): its shape, and where it stands,
- * so that a caller can drive two at once (coll_hier.c). Filled by
+ * A ring allreduce in progress (ring.c): its shape, and where it stands,
+ * so that a caller can drive two at once (hier.c). Filled by
  * coll_ring_init() and coll_ring_begin(); the fields are the engine's.
  */
 struct ring {
@@ -205,7 +205,7 @@ struct ring {
 	const uint64_t *offs;		  /* or [offs[k], offs[k + 1]) when not NULL */
 	int delta;			  /* 0: member i owns chunk i + 1 after the reduce-scatter
 					   * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
-	bool direct;			  /* the reduce-scatter runs in coll_direct.c: */
+	bool direct;			  /* the reduce-scatter runs in direct.c: */
 	uint32_t dwindow, dposted, ddone; /* units in flight at most, posted, done */
 	uint64_t seg;			  /* values per segment */
 	uint32_t nseg, units, id;
@@ -285,7 +285,7 @@ int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t 
 int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta);
 
-/* coll_hier.c */
+/* hier.c */
 /* Decide the algorithm and build the groups, once (gw_coll_algo()).
  * Return: 0 or -ENOMEM. */
 int coll_decide(struct gw_coll *c);
@@ -304,7 +304,7 @@ int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned l
 int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
 			     const uint64_t *offs, unsigned lossy);
 
-/* coll_direct.c */
+/* direct.c */
 /* Shape the direct reduce-scatter of g (coll_ring_begin() with RING_DIRECT). */
 void coll_direct_begin(struct ring *g);
 /* Move it on, as coll_ring_step() its units (the same blocks rule).

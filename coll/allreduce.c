@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
- * PowerSGD's linear form when every rank agreed on it (coll_lowrank.c),
- * else the ring (its reduce-scatter direct, coll_direct.c, for lossy calls)
- * or the hierarchical allreduce (coll_hier.c), then the average. Also the allreduce's halves as
+ * allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
+ * PowerSGD's linear form when every rank agreed on it (lowrank.c),
+ * else the ring (its reduce-scatter direct, direct.c, for lossy calls)
+ * or the hierarchical allreduce (hier.c), then the average. Also the allreduce's halves as
  * collectives of their own, with the same checks: the reduce-scatter and
  * the float allgather (member i owns chunk i). The top of the
  * collectives: it calls them, none of them calls it.
@@ -17,7 +17,7 @@
  * 132 u32 lossy       1: its link to the next rank compresses
  * 136 f64 bpv         that link's wire bytes per value (4 when exact)
  *
- * In the hierarchical allreduce (coll_hier.c, decided alike on every rank
+ * In the hierarchical allreduce (hier.c, decided alike on every rank
  * before this) only the links across hosts may compress: "the next rank" is
  * the next of the ring across hosts, and "every connection" every connection
  * to a rank of another host.
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll_impl.h"
-#include "coll_lowrank.h"
+#include "lowrank.h"
 
 #define SPEC_MAX 128
 
@@ -321,7 +321,7 @@ int gw_coll_allgather_f32_counts(struct gw_coll *c, uint32_t id, float *buf, uin
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: the owner's hop encodes once and keeps what its next
-	 * decodes; later hops forward that payload (coll_ring.c). */
+	 * decodes; later hops forward that payload (ring.c). */
 	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs, lossy, RING_AG, -1);
 	if (!rc && lossy)
 		coll_auto_end(c);

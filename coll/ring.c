@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_ring.c - the ring allreduce engine (coll_impl.h), used by
- * gw_coll_allreduce() (coll_allreduce.c) and by PowerSGD's exact sums of
- * its factors (coll_lowrank.c).
+ * ring.c - the ring allreduce engine (coll_impl.h), used by
+ * gw_coll_allreduce() (allreduce.c) and by PowerSGD's exact sums of
+ * its factors (lowrank.c).
  *
  * Allreduce (ring) over a group of ranks (coll_impl.h: every rank, or a
  * sub-group of the hierarchical allreduce), "rank" and "size" below being
@@ -33,7 +33,7 @@
  * not completed. With blocking waits it runs to the end, as
  * coll_ring_allreduce() does for one ring alone (the same waits in the same
  * order as a plain loop); without them it returns RING_PENDING there, so
- * that one thread can drive two rings at once (coll_hier.c's pipeline).
+ * that one thread can drive two rings at once (hier.c's pipeline).
  * Either way every wait, post and window rule below holds in the same order.
  */
 #include <assert.h>
