@@ -13,6 +13,14 @@
 
 #include "coll.h"
 
+/*
+ * Slot layout (all below GW_TP_SLOT_MAX):
+ *
+ *   GW_COLL_SLOT_BASE + (ident << STEP_BITS) + step
+ *   ident 0: barrier (step = round), 1: broadcast, 2: allgather (exact.c),
+ *         3 + k: allreduce stream k (step = unit: ring.c, hier.c),
+ *         3 + GW_COLL_STREAMS: every call check (step = round; check.c)
+ */
 #define STEP_BITS 16
 #define ID_BARRIER 0u
 #define ID_BCAST 1u
@@ -154,10 +162,19 @@ static inline int mod(int a, int m)
 /* coll.c */
 /* Remember the first error and say where it happened, and with whom. */
 int coll_fail(struct gw_coll *c, int rc, const char *what, int step);
+/* g->shm: every other member is reached over the shm provider. Then all are
+ * on this rank's host, and each member finds the same (host ids and the
+ * local provider agree on every rank: transport/tp.c). */
+void coll_group_links(const struct gw_coll *c, struct coll_group *g);
+
+/* exact.c */
 /* One step of byte messages on slot: receive len bytes from `from` (>= 0)
  * into rbuf and send len bytes of sbuf to `to` (>= 0); both are waited. */
 int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf, int from,
 		    void *rbuf, size_t len);
+
+/* check.c */
+/* The stream (slot ident) of the tensor key. */
 uint32_t coll_stream_of(struct gw_coll *c, uint64_t key);
 /* The call check of an allreduce (coll.c's opening comment). Return: 0,
  * -EINVAL (the ranks disagree: c->errmsg says how), or the transport's error. */
@@ -241,10 +258,6 @@ static inline uint64_t ring_seg_span(const struct ring *g, int k, uint32_t j, ui
  * offs: grp->size + 1 chunk offsets (offs[0] = 0, offs[size] = n), kept by
  * the caller until the run ends, or NULL for the chunk rule (OFF(), CNT()).
  */
-/* g->shm: every other member is reached over the shm provider. Then all are
- * on this rank's host, and each member finds the same (host ids and the
- * local provider agree on every rank: transport/tp.c). */
-void coll_group_links(const struct gw_coll *c, struct coll_group *g);
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
 		    uint64_t n, const uint64_t *offs, unsigned lossy, uint32_t id, uint32_t base,
 		    uint32_t budget);

@@ -393,6 +393,7 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
 	coll_ring_abort(c, g);
 	return rc;
 }
+
 /*
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
@@ -410,16 +411,6 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  * segments).
  */
 #define SEG_VALUES_MAX (UINT64_C(1) << 19)
-
-void coll_group_links(const struct gw_coll *c, struct coll_group *g)
-{
-	const struct gw_tp *tp = gw_ctx_tp(c->ctx);
-
-	g->shm = g->size > 1;
-	for (int i = 0; i < g->size && g->shm; i++)
-		if (g->rank[i] != c->rank && strcmp(gw_tp_peer_provider(tp, g->rank[i]), "shm"))
-			g->shm = false;
-}
 
 /*
  * Exact transfers among ranks that all reach each other over shm go in
