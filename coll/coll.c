@@ -31,7 +31,7 @@ int gw_coll_create(struct gw_ctx *ctx, struct gw_coll **out)
 	c->ctx = ctx;
 	/* A rank gone ends the call on every rank at once, not only on its
 	 * neighbours (the others would wait for ranks that gave up). */
-	gw_tp_lost_ends_all(gw_ctx_tp(ctx), true);
+	gw_ctx_lost_ends_all(ctx, true);
 	c->rank = gw_ctx_rank(ctx);
 	c->size = gw_ctx_size(ctx);
 	c->seg_bytes = GW_COLL_SEGMENT_BYTES;
@@ -122,10 +122,11 @@ const char *gw_coll_error(const struct gw_coll *c)
 
 void coll_group_links(const struct gw_coll *c, struct coll_group *g)
 {
-	const struct gw_tp *tp = gw_ctx_tp(c->ctx);
+	struct gw_conn_stats s;
 
 	g->shm = g->size > 1;
 	for (int i = 0; i < g->size && g->shm; i++)
-		if (g->rank[i] != c->rank && strcmp(gw_tp_peer_provider(tp, g->rank[i]), "shm"))
+		if (g->rank[i] != c->rank &&
+		    (gw_ctx_stats(c->ctx, g->rank[i], &s) || strcmp(s.provider, "shm")))
 			g->shm = false;
 }

@@ -27,7 +27,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "conn.h"
+
+/* The context the collectives run over (transport/conn.h: a caller that
+ * creates one includes it). */
+struct gw_ctx;
 
 #define GW_COLL_SLOT_BASE (UINT32_C(1) << 24)
 #define GW_COLL_STREAMS 1024

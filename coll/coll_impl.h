@@ -11,7 +11,9 @@
 #ifndef GW_COLL_IMPL_H
 #define GW_COLL_IMPL_H
 
+#include <stdbool.h>
 #include "coll.h"
+#include "conn.h"
 
 /*
  * Slot layout (all below GW_TP_SLOT_MAX):
