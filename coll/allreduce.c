@@ -85,7 +85,7 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 }
 
 /* The agreement (see the top of this file), once per gw_coll. */
-static int agree(struct gw_coll *c)
+static int agree_first_lossy(struct gw_coll *c)
 {
 	struct first_lossy mine, *all;
 	struct gw_codec lowrank;
@@ -137,7 +137,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 			return rc;
 	}
 	if (lossy && size > 1 && n) { /* PowerSGD's own scheme, if agreed */
-		rc = agree(c);
+		rc = agree_first_lossy(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the first lossy call's agreement)", 0);
 		rc = gw_coll_lowrank_allreduce(c, slot_of(coll_stream_of(c, key), 0), buf, n);
@@ -203,7 +203,7 @@ static int shard_offsets(struct gw_coll *c, uint64_t n, const uint64_t *counts,
 			return -EINVAL;
 		c->offs[r] = at;
 		at += counts[r];
-		rule &= counts[r] == CNT(r);
+		rule &= counts[r] == chunk_cnt(r, q, rem);
 		for (int b = 0; b < 64; b += 8)
 			h = (h ^ ((counts[r] >> b) & 0xff)) * UINT64_C(0x100000001b3);
 	}
@@ -239,7 +239,7 @@ static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64
 	if (rc)
 		return rc;
 	if (*lossy && n) {
-		rc = agree(c);
+		rc = agree_first_lossy(c);
 		if (rc)
 			return coll_fail(c, rc, what, 0);
 		if (!c->lossy_links)
@@ -278,8 +278,8 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 				     RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
-	lo = offs ? offs[c->rank] : OFF(c->rank);
-	hi = offs ? offs[c->rank + 1] : OFF(c->rank) + CNT(c->rank);
+	lo = offs ? offs[c->rank] : chunk_off(c->rank, q, rem);
+	hi = offs ? offs[c->rank + 1] : chunk_off(c->rank, q, rem) + chunk_cnt(c->rank, q, rem);
 	if (lossy)
 		coll_auto_end(c);
 	if (op == GW_COLL_AVG)

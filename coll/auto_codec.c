@@ -122,7 +122,7 @@ static uint8_t rate_class(double rate)
 }
 
 /* Update what this rank states in the next call check (c->au.say). */
-static void restate(struct gw_coll *c)
+static void update_statement(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 
@@ -150,7 +150,7 @@ int coll_auto_init(struct gw_coll *c)
 	a->rate_of = a->want + c->size;
 	a->probe = !a->nforce;
 	a->explore = -1;
-	restate(c);
+	update_statement(c);
 	return 0;
 }
 
@@ -208,7 +208,7 @@ static int poll_all(struct gw_coll *c, struct gw_ctx_req *r, int n)
 
 /* The probe: PROBE_FRAMES exact frames to the next member of the lossy
  * group, as many from the previous, timed on arrival. */
-static int probe(struct gw_coll *c)
+static int probe_rate(struct gw_coll *c)
 {
 	const struct coll_group *g = lossy_group(c);
 	float *out = c->au.probe_buf, *in = out + PROBE_VALUES;
@@ -247,7 +247,7 @@ static int probe(struct gw_coll *c)
 }
 
 /* Put the codec each link carries now into the statistics. */
-static void record(struct gw_coll *c)
+static void record_link_codecs(struct gw_coll *c)
 {
 	const struct coll_group *g = lossy_group(c);
 
@@ -293,15 +293,15 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 	}
 	a->ag = slow < 0 ? 0 : (uint8_t)(a->want[slow] & ~COLL_AUTO_TRIAL);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
-		rc = probe(c);
+		rc = probe_rate(c);
 		if (rc)
 			return rc;
 		coll_auto_explore(a);
 		a->ref = key; /* the same on every rank (the call check) */
 	}
 	flows_reset(c);
-	record(c);
-	restate(c);
+	record_link_codecs(c);
+	update_statement(c);
 	a->n = n;
 	a->timed = key == a->ref;
 	a->t0 = gw_now_ns();
@@ -323,7 +323,7 @@ int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n)
 		a->explore = -1;
 		a->mine = (uint8_t)(ids[a->iforce++ % n] + 1u);
 	}
-	restate(c);
+	update_statement(c);
 	return 0;
 }
 
@@ -351,7 +351,7 @@ static double predict(struct gw_coll *c, const struct gw_codec *k, double v, dou
 }
 
 /* Take this call's arrivals as a rate sample. */
-static void sample(struct gw_coll *c, const struct gw_codec *set, int n)
+static void sample_rate(struct gw_coll *c, const struct gw_codec *set, int n)
 {
 	struct coll_auto *a = &c->au;
 	struct gw_ctx_flow f;
@@ -380,7 +380,7 @@ static void sample(struct gw_coll *c, const struct gw_codec *set, int n)
 }
 
 /* Codec k of set, or NULL: is it predicted PRUNE times the best or worse? */
-static bool pruned(struct gw_coll *c, const struct gw_codec *set, int n, int k)
+static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, int n, int k)
 {
 	double best = -1, tk = predict(c, &set[k], 1e6, c->au.rate);
 
@@ -394,7 +394,8 @@ static bool pruned(struct gw_coll *c, const struct gw_codec *set, int n, int k)
 }
 
 /* The fastest codec measured in this exploration, or NULL. */
-static const struct gw_codec *fastest(const struct coll_auto *a, const struct gw_codec *set, int n)
+static const struct gw_codec *fastest_explored(const struct coll_auto *a,
+					       const struct gw_codec *set, int n)
 {
 	const struct gw_codec *best = NULL;
 
@@ -434,8 +435,8 @@ static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
 	a->quiet = 0;
 }
 
-/* An exploration's next call: codec set[i] (or, pruned, the best
- * predicted), or the end of it. */
+/* An exploration's next call: the next codec of set not yet timed in it
+ * and not predicted too slow, or the end of it (the fastest measured). */
 static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 {
 	struct coll_auto *a = &c->au;
@@ -451,7 +452,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 			a->explore++;
 			continue;
 		}
-		if (!pruned(c, set, n, a->explore))
+		if (!predicted_too_slow(c, set, n, a->explore))
 			break;
 		alog(c, GW_LOG_DEBUG, "auto: %s not tried: predicted %.1fx the best or worse",
 		     set[a->explore].ops->name, PRUNE);
@@ -464,7 +465,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 	a->explore = -1;
 	a->quiet = 0;
 	a->nlast = 0;
-	best = fastest(a, set, n);
+	best = fastest_explored(a, set, n);
 	cur = a->chosen ? a->chosen - 1u : 0;
 	/* The choice it had stays unless another was GAIN faster (noise). */
 	if (best && a->chosen && cur < COLL_AUTO_IDS && a->tau_epoch[cur] == a->epoch &&
@@ -554,7 +555,7 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 	/* The other codecs' times were measured on the link as it was. When
 	 * the chosen one's moved CHANGE from its own then, the link changed
 	 * and they are stale: no switch on them (changed() explores again). */
-	best = fastest(a, set, n);
+	best = fastest_explored(a, set, n);
 	cur = a->chosen ? a->tau[a->chosen - 1] : 0;
 	if (!best || !a->chosen || best->ops->id + 1u == a->chosen ||
 	    cur < GAIN * a->tau[best->ops->id] || cur > CHANGE * a->tau_chosen ||
@@ -570,7 +571,7 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 		choose(c, best, "measured faster");
 }
 
-static void end(struct gw_coll *c)
+static void time_and_choose(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 	const struct gw_codec *set;
@@ -580,7 +581,7 @@ static void end(struct gw_coll *c)
 	if (!a->on || !n || !a->n)
 		return;
 	tau = (double)(gw_now_ns() - a->t0) / (double)a->n;
-	sample(c, set, n);
+	sample_rate(c, set, n);
 	if (a->nforce) { /* gw_coll_auto_force() */
 		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
 		return;
@@ -596,7 +597,7 @@ static void end(struct gw_coll *c)
 void coll_auto_end(struct gw_coll *c)
 {
 	if (c->au.on) {
-		end(c);
-		restate(c);
+		time_and_choose(c);
+		update_statement(c);
 	}
 }

@@ -135,9 +135,18 @@ struct gw_coll {
 	uint64_t *offs; /* size + 1: the shards of a call given counts (allreduce.c) */
 };
 
-/* Chunk k of a tensor of n = q * size + rem values (uses q and rem in scope). */
-#define OFF(k) ((uint64_t)(k)*q + ((uint64_t)(k) < rem ? (uint64_t)(k) : rem))
-#define CNT(k) (q + ((uint64_t)(k) < rem))
+/* The chunk rule: chunk k of a tensor of n = q * size + rem values (q =
+ * n / size, rem = n % size) begins at chunk_off() and holds chunk_cnt()
+ * values, the first rem chunks one more than the others. */
+static inline uint64_t chunk_off(uint64_t k, uint64_t q, uint64_t rem)
+{
+	return k * q + (k < rem ? k : rem);
+}
+
+static inline uint64_t chunk_cnt(uint64_t k, uint64_t q, uint64_t rem)
+{
+	return q + (k < rem);
+}
 
 static inline uint32_t slot_of(uint32_t ident, uint32_t step)
 {
@@ -220,7 +229,7 @@ struct ring {
 	const struct coll_group *grp;
 	int next, prev; /* the context's ranks of the neighbours */
 	float *buf;
-	uint64_t q, rem;		  /* chunk k: OFF(k), CNT(k), */
+	uint64_t q, rem;		  /* chunk k: chunk_off(), chunk_cnt(), */
 	const uint64_t *offs;		  /* or [offs[k], offs[k + 1]) when not NULL */
 	int delta;			  /* 0: member i owns chunk i + 1 after the reduce-scatter
 					   * (the allreduce's rule); -1: chunk i (coll_ring_run()) */
@@ -245,9 +254,9 @@ struct ring {
  * g->seg values. */
 static inline uint64_t ring_seg_span(const struct ring *g, int k, uint32_t j, uint64_t *off)
 {
-	uint64_t q = g->q, rem = g->rem, lo = (uint64_t)j * g->seg;
-	uint64_t at = g->offs ? g->offs[k] : OFF(k);
-	uint64_t cnt = g->offs ? g->offs[k + 1] - g->offs[k] : CNT(k);
+	uint64_t lo = (uint64_t)j * g->seg;
+	uint64_t at = g->offs ? g->offs[k] : chunk_off((uint64_t)k, g->q, g->rem);
+	uint64_t cnt = g->offs ? g->offs[k + 1] - g->offs[k] : chunk_cnt((uint64_t)k, g->q, g->rem);
 
 	*off = at + lo;
 	return lo >= cnt ? 0 : cnt - lo < g->seg ? cnt - lo : g->seg;
@@ -258,7 +267,7 @@ static inline uint64_t ring_seg_span(const struct ring *g, int k, uint32_t j, ui
  * units on steps [base, base + budget) of the stream id (budget at least
  * 2 (grp->size - 1)). lossy: GW_CTX_LOSSY (only once c->agreed) or 0.
  * offs: grp->size + 1 chunk offsets (offs[0] = 0, offs[size] = n), kept by
- * the caller until the run ends, or NULL for the chunk rule (OFF(), CNT()).
+ * the caller until the run ends, or NULL for the chunk rule (chunk_off(), chunk_cnt()).
  */
 void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *grp, float *buf,
 		    uint64_t n, const uint64_t *offs, unsigned lossy, uint32_t id, uint32_t base,

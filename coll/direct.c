@@ -99,7 +99,7 @@ static uint32_t unit_seg(const struct ring *g, uint32_t u, int *from, int *to)
 
 /* The requests of unit u, its receive then its send: two of g->rr, a pair
  * per unit in flight (g->rr holds the ring's units, at least that many). */
-static struct gw_ctx_req *bank(const struct ring *g, uint32_t u)
+static struct gw_ctx_req *unit_reqs(const struct ring *g, uint32_t u)
 {
 	return g->rr + 2 * (size_t)(u % g->dwindow);
 }
@@ -181,12 +181,12 @@ int coll_direct_step(struct gw_coll *c, struct ring *g)
 
 	while (g->ddone < units) {
 		while (g->dposted < units && g->dposted - g->ddone < g->dwindow) {
-			rc = post_unit(c, g, g->dposted, bank(g, g->dposted));
+			rc = post_unit(c, g, g->dposted, unit_reqs(g, g->dposted));
 			g->dposted++;
 			if (rc)
 				return rc;
 		}
-		rc = finish_unit(c, g, g->ddone, bank(g, g->ddone));
+		rc = finish_unit(c, g, g->ddone, unit_reqs(g, g->ddone));
 		if (rc)
 			return rc;
 		g->ddone++;

@@ -29,7 +29,7 @@
  *
  * The pipeline. The three steps would add up: on a slow link the cross
  * ring is link-bound and the local ones CPU-bound, so they overlap instead.
- * The tensor is cut into P pieces of about c->piece_bytes (pieces()), and
+ * The tensor is cut into P pieces of about c->piece_bytes (piece_count()), and
  * each goes through the three steps on its own: RS(p) inside the host,
  * X(p) across, AG(p) inside. One thread drives the two rings at once
  * (pipe_run()), stepping each without blocking (coll_ring_step()):
@@ -227,7 +227,7 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 /* A sleep in gw_ctx_progress() when neither ring can move, at most. */
 #define SLEEP_MS 50
 
-static uint32_t pieces(const struct gw_coll *c, uint64_t n)
+static uint32_t piece_count(const struct gw_coll *c, uint64_t n)
 {
 	uint32_t steps = 2 * (uint32_t)(c->per_host > c->nhosts ? c->per_host : c->nhosts) - 2;
 	uint64_t ranks = (uint64_t)c->per_host * (uint64_t)c->nhosts;
@@ -281,8 +281,8 @@ static float *piece_of(const struct pipe *pp, uint32_t p, uint64_t *cnt)
 {
 	uint64_t q = pp->n / pp->npieces, rem = pp->n % pp->npieces;
 
-	*cnt = CNT(p);
-	return pp->buf + OFF(p);
+	*cnt = chunk_cnt(p, q, rem);
+	return pp->buf + chunk_off(p, q, rem);
 }
 
 /* Shard r of the reduce-scatter's tensor: its first value, *cnt values. */
@@ -290,8 +290,8 @@ static uint64_t shard_of(const struct pipe *pp, int r, uint64_t *cnt)
 {
 	uint64_t q = pp->n / (uint64_t)pp->c->size, rem = pp->n % (uint64_t)pp->c->size;
 
-	*cnt = pp->offs ? pp->offs[r + 1] - pp->offs[r] : CNT(r);
-	return pp->offs ? pp->offs[r] : OFF(r);
+	*cnt = pp->offs ? pp->offs[r + 1] - pp->offs[r] : chunk_cnt(r, q, rem);
+	return pp->offs ? pp->offs[r] : chunk_off(r, q, rem);
 }
 
 /* Piece p of shard r: its first value, *cnt values (pieces of every shard
@@ -300,8 +300,8 @@ static uint64_t shard_piece(const struct pipe *pp, int r, uint32_t p, uint64_t *
 {
 	uint64_t k, at = shard_of(pp, r, &k), q = k / pp->npieces, rem = k % pp->npieces;
 
-	*cnt = CNT(p);
-	return at + OFF(p);
+	*cnt = chunk_cnt(p, q, rem);
+	return at + chunk_off(p, q, rem);
 }
 
 /*
@@ -385,15 +385,15 @@ static float *cross_piece(struct pipe *pp, uint32_t p, uint64_t *cnt, const uint
 	b = piece_of(pp, p, &k);
 	q = k / (uint64_t)c->per_host;
 	rem = k % (uint64_t)c->per_host;
-	*cnt = CNT(mine);
+	*cnt = chunk_cnt(mine, q, rem);
 	*offs = NULL;
-	return b + OFF(mine);
+	return b + chunk_off(mine, q, rem);
 }
 
 /* Start what may start: the local ring's next stage (an allgather once its
  * piece went across hosts), the cross ring's next piece (once reduced
  * inside the host). Return: 0, 1 (something started), -ENOMEM. */
-static int start(struct pipe *pp)
+static int start_stages(struct pipe *pp)
 {
 	struct gw_coll *c = pp->c;
 	const uint64_t *offs;
@@ -459,7 +459,7 @@ static int start(struct pipe *pp)
 
 /* Step ring g (on: running); *moved when it did something. Return: 0 (still
  * running or done: *on updated), or its error. */
-static int step(struct pipe *pp, struct ring *g, bool *on, int blocks, bool *moved, bool *done)
+static int step_ring(struct pipe *pp, struct ring *g, bool *on, int blocks, bool *moved, bool *done)
 {
 	uint64_t m0 = g->moves;
 	int rc;
@@ -520,10 +520,10 @@ static int pipe_run(struct pipe *pp)
 	uint32_t p;
 	int rc, blocks = 0, bx;
 
-	pp->npieces = pieces(c, pp->n);
+	pp->npieces = piece_count(c, pp->n);
 	pp->budget = (UINT32_C(1) << STEP_BITS) / (2 * pp->npieces);
 	for (;;) {
-		rc = start(pp);
+		rc = start_stages(pp);
 		if (rc < 0) {
 			coll_fail(c, rc,
 				  pp->rs ? "reduce-scatter (the pipeline)"
@@ -535,14 +535,14 @@ static int pipe_run(struct pipe *pp)
 		if (!pp->local_on && !pp->cross_on)
 			break;			/* every stage ran */
 		bx = pp->cross_on ? blocks : 0; /* a stuck cross ring first */
-		rc = step(pp, &pp->cross, &pp->cross_on, bx, &moved, &done);
+		rc = step_ring(pp, &pp->cross, &pp->cross_on, bx, &moved, &done);
 		if (rc)
 			return pipe_fail(pp, &pp->cross, rc);
 		if (done && pp->rs)
 			rs_copy(pp, pp->xp, false);
 		if (done)
 			pp->xp++;
-		rc = step(pp, &pp->local, &pp->local_on, bx ? 0 : blocks, &moved, &done);
+		rc = step_ring(pp, &pp->local, &pp->local_on, bx ? 0 : blocks, &moved, &done);
 		if (rc)
 			return pipe_fail(pp, &pp->local, rc);
 		if (done) {

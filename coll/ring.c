@@ -152,7 +152,7 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
  * there: the ring holds about 2 x WINDOW segments in frames, and a training
  * loop still allocates nothing after its first step.
  */
-static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
+static void trim_frames(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
 {
 	gw_ctx_slot_trim(c->ctx, recv ? g->prev : g->next, slot_of(g->id, g->base + u), 0);
 }
@@ -163,7 +163,7 @@ static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
  * Return: 0, the wait's error, or RING_PENDING (not complete; g may not
  * block). A request never posted (an empty unit) is complete.
  */
-static int finish(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
+static int finish_req(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
 {
 	int rc;
 
@@ -184,12 +184,12 @@ static int finish(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
 static int wait_send(struct gw_coll *c, struct ring *g)
 {
 	struct gw_ctx_req *r = &g->sr[g->swaited];
-	int rc = finish(c, g, r);
+	int rc = finish_req(c, g, r);
 
 	if (rc == RING_PENDING)
 		return rc;
 	if (!rc)
-		trim(c, g, g->swaited, 0);
+		trim_frames(c, g, g->swaited, 0);
 	if (r->res) /* see STAGED_MAX */
 		g->staged -= r->n;
 	r->res = NULL;
@@ -272,13 +272,13 @@ static int unit_step(struct gw_coll *c, struct ring *g, uint32_t back, uint32_t 
 		 * wait here is on a unit below u, so no rank waits for one that
 		 * waits for it. */
 		while (u >= g->first + lag && g->rwaited <= u - lag) {
-			rc = finish(c, g, &g->rr[g->rwaited]);
+			rc = finish_req(c, g, &g->rr[g->rwaited]);
 			if (rc)
 				return rc;
 			/* Its frame is needed later only when it is a lossy
 			 * allgather payload that send rwaited + nseg forwards. */
 			if (!(g->lossy && !in_reduce_phase(g, g->rwaited)))
-				trim(c, g, g->rwaited, 1);
+				trim_frames(c, g, g->rwaited, 1);
 			g->rwaited++;
 		}
 		g->phase = PH_SEND;
@@ -289,7 +289,7 @@ static int unit_step(struct gw_coll *c, struct ring *g, uint32_t back, uint32_t 
 			return rc;
 		g->moves++;
 		if (u >= g->nseg) /* its payload went on: buffer free */
-			trim(c, g, u - g->nseg, 1);
+			trim_frames(c, g, u - g->nseg, 1);
 		if (g->sr[u].res)
 			g->staged += g->sr[u].n;
 		g->phase = PH_WINDOW;
@@ -343,21 +343,21 @@ int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks)
 	 * a failure the rest are withdrawn (coll_ring_fail()), not waited for
 	 * one timeout each. */
 	while (g->phase == PH_DRAIN && g->swaited < g->last) {
-		rc = finish(c, g, &g->sr[g->swaited]);
+		rc = finish_req(c, g, &g->sr[g->swaited]);
 		if (rc)
 			return rc;
 		g->swaited++;
 	}
 	g->phase = PH_DRAIN_RECVS;
 	while (g->rwaited < g->last) {
-		rc = finish(c, g, &g->rr[g->rwaited]);
+		rc = finish_req(c, g, &g->rr[g->rwaited]);
 		if (rc)
 			return rc;
 		g->rwaited++;
 	}
 	for (uint32_t u = g->first; u < g->last; u++) {
-		trim(c, g, u, 0);
-		trim(c, g, u, 1);
+		trim_frames(c, g, u, 0);
+		trim_frames(c, g, u, 1);
 	}
 	return 0;
 }
@@ -463,7 +463,8 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 		    uint32_t budget)
 {
 	int size = grp->size;
-	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg, seg;
+	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = chunk_cnt(0, q, rem),
+		 nseg, seg;
 	uint32_t steps = 2 * ((uint32_t)size - 1);
 
 	assert(!lossy || c->agreed);
