@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
+ * allreduce.c - gw_coll_allreduce(): the call check (check.c), then
  * PowerSGD's linear form when every rank agreed on it (lowrank.c),
  * else the ring (its reduce-scatter direct, direct.c, for lossy calls)
  * or the hierarchical allreduce (hier.c), then the average. Also the allreduce's halves as
@@ -48,11 +48,12 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 {
 	enum { PROBE = 1 << 20 };
 	const struct gw_codec *k =
-		gw_ctx_codec(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1));
+		gw_ctx_codec(c->ctx, group_peer(c->hier.on ? &c->hier.cross : &c->world, 1));
 	uint64_t host = gw_ctx_host_id(c->ctx, c->rank);
 
 	const struct gw_codec *set = k;
-	int nset = gw_ctx_codec_set(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1), &set);
+	int nset = gw_ctx_codec_set(c->ctx, group_peer(c->hier.on ? &c->hier.cross : &c->world, 1),
+				    &set);
 
 	memset(m, 0, sizeof(*m));
 	m->powersgd = !nset;			    /* auto: the ring, whatever the set holds */
@@ -68,7 +69,7 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 		const struct gw_codec *cd = gw_ctx_codec(c->ctx, p);
 		char spec[SPEC_MAX] = "";
 
-		if (!cd || (c->hier && gw_ctx_host_id(c->ctx, p) == host))
+		if (!cd || (c->hier.on && gw_ctx_host_id(c->ctx, p) == host))
 			continue; /* our own rank, or exact links inside the host */
 		if (cd->ops->id != GW_CODEC_POWERSGD ||
 		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
@@ -100,16 +101,16 @@ static int agree_first_lossy(struct gw_coll *c)
 		return -ENOMEM;
 	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
 	if (!rc) {
-		c->lowrank = true;
+		c->lr.on = true;
 		c->lossy_links = false;
 		c->wire_bpv = 0;
 		for (int r = 0; r < c->size; r++) {
 			c->wire_bpv = all[r].bpv > c->wire_bpv ? all[r].bpv : c->wire_bpv;
 			c->lossy_links |= all[r].lossy != 0;
 			if (!all[r].powersgd || strncmp(all[r].spec, all[0].spec, SPEC_MAX))
-				c->lowrank = false;
+				c->lr.on = false;
 		}
-		c->lowrank_codec = lowrank;
+		c->lr.codec = lowrank;
 		c->agreed = true;
 	}
 	free(all);
@@ -132,7 +133,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 			rc = coll_auto_init(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the topology)", 0);
-		rc = coll_check_call(c, key, n, op, lossy);
+		rc = coll_check_call(c, key, n, op, lossy, &c->au.say, c->au.heard);
 		if (rc)
 			return rc;
 	}
@@ -235,7 +236,8 @@ static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64
 		rc = coll_auto_init(c);
 	if (rc)
 		return coll_fail(c, rc, what, 0);
-	rc = coll_check_call(c, offs ? key | KEY_CNT : key, offs ? hash : n, op, *lossy);
+	rc = coll_check_call(c, offs ? key | KEY_CNT : key, offs ? hash : n, op, *lossy, &c->au.say,
+			     c->au.heard);
 	if (rc)
 		return rc;
 	if (*lossy && n) {
@@ -275,7 +277,7 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 	rc = coll_hier_for(c, lossy, "reduce-scatter")
 		     ? coll_hier_reduce_scatter(c, key, buf, n, offs, lossy)
 		     : coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
-				     RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
+				     RING_RS | (lossy && c->hier.direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
 	lo = offs ? offs[c->rank] : chunk_off(c->rank, q, rem);

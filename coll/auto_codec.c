@@ -4,8 +4,9 @@
  * link measures, and chosen again when that changes (docs/codecs.md, "auto").
  *
  * Who chooses. The receiver of a link, for what it receives. Each rank
- * states its choice (a codec wire id) and its link's rate in the call
- * check's descriptor (coll.c), so after the check every rank knows every
+ * states its choice (a codec wire id) and its link's rate beside its call
+ * check's descriptor (struct coll_auto_say; check.c carries it), so after
+ * the check every rank knows every
  * rank's, and a sender encodes what it sends to rank p with p's choice
  * from that call on: both ends switch at the same call boundary. The
  * payload names its codec under the MAC, and the receiver checks it is one
@@ -15,7 +16,7 @@
  * (forwarded along the ring), uses the choice of the slowest link: the
  * rank that states the lowest rate, the lowest such rank on a tie (a rank
  * that states no rate yet counts only while none does: then the lowest
- * rank's choice). Every rank computes the same from the same descriptors,
+ * rank's choice). Every rank computes the same from the same statements,
  * so every replica keeps the same bits (the owner rule holds per call).
  * A hop whose payload is not compressed (`none` chosen, or a link that
  * does not compress) passes the values on exactly, never re-encoded.
@@ -59,7 +60,6 @@
 
 #define PROBE_FRAMES 4
 #define PROBE_VALUES (64u << 10) /* 256 KiB per frame */
-#define PROBE_STEP 1024u	 /* the probe's slots: the call check's, from here */
 #define GAIN 1.15		 /* a switch must be this much faster */
 #define STREAK 3		 /* ... for this many calls in a row */
 #define CHANGE 2.0		 /* a call time that moved this much */
@@ -68,15 +68,14 @@
 #define OVERLAP_REST 0.25	 /* what is left of the smaller part (above) */
 #define SENDER_BOUND 1.5	 /* arrivals within 1.5x the codecs' time */
 
-_Static_assert(PROBE_STEP + PROBE_FRAMES <= (1u << STEP_BITS) && PROBE_STEP >= 32,
-	       "the probe's slots follow the call check's rounds");
+_Static_assert(PROBE_FRAMES <= (1u << STEP_BITS), "the probe's frames fit its slots");
 
 #define alog(c, lvl, ...) gw_log(gw_ctx_log_level((c)->ctx), (lvl), (c)->rank, __VA_ARGS__)
 
 /* The group whose links may compress (hier.c decided it). */
 static const struct coll_group *lossy_group(const struct gw_coll *c)
 {
-	return c->hier ? &c->cross : &c->world;
+	return c->hier.on ? &c->hier.cross : &c->world;
 }
 
 /* The set of the first auto connection of the lossy group, or 0. */
@@ -121,15 +120,15 @@ static uint8_t rate_class(double rate)
 	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
 }
 
-/* Update what this rank states in the next call check (c->au.say). */
+/* Update what this rank states at the next call check (c->au.say). */
 static void update_statement(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 
-	a->say[0] = a->mine;
+	a->say.choice = a->mine;
 	/* Forced (gw_coll_auto_force()): no rate, so that the schedules alone
 	 * decide the owners' codec too, whatever the timings. */
-	a->say[1] = (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0));
+	a->say.rate = (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0));
 }
 
 int coll_auto_init(struct gw_coll *c)
@@ -143,11 +142,10 @@ int coll_auto_init(struct gw_coll *c)
 	a->on = auto_set(c, &set) > 0;
 	if (!a->on)
 		return 0;
-	a->want = calloc((size_t)c->size, 2);
+	a->heard = calloc((size_t)c->size, sizeof(*a->heard));
 	a->probe_buf = calloc(2 * PROBE_VALUES, sizeof(float));
-	if (!a->want || !a->probe_buf)
+	if (!a->heard || !a->probe_buf)
 		return -ENOMEM;
-	a->rate_of = a->want + c->size;
 	a->probe = !a->nforce;
 	a->explore = -1;
 	update_statement(c);
@@ -218,13 +216,13 @@ static int probe_rate(struct gw_coll *c)
 
 	flows_reset(c);
 	for (unsigned i = 0; i < PROBE_FRAMES && !rc; i++) {
-		uint32_t slot = slot_of(ID_CALL, PROBE_STEP + i);
+		uint32_t slot = slot_of(ID_AUTO_PROBE, i);
 
 		rc = gw_ctx_irecv(c->ctx, group_peer(g, -1), slot, in, PROBE_VALUES, 0, &r[k]);
 		k += !rc;
 	}
 	for (unsigned i = 0; i < PROBE_FRAMES && !rc; i++) {
-		uint32_t slot = slot_of(ID_CALL, PROBE_STEP + i);
+		uint32_t slot = slot_of(ID_AUTO_PROBE, i);
 
 		rc = gw_ctx_isend(c->ctx, group_peer(g, 1), slot, out, PROBE_VALUES, 0, &r[k]);
 		k += !rc;
@@ -256,7 +254,7 @@ static void record_link_codecs(struct gw_coll *c)
 
 		/* Trials show but are no switch; a choice outside this link's
 		 * set leaves it the connection's default (ctx_send.c). */
-		unsigned w = c->au.want[p], trial = w & COLL_AUTO_TRIAL;
+		unsigned w = c->au.heard[p].choice, trial = w & COLL_AUTO_TRIAL;
 
 		if (w &&
 		    gw_ctx_link_codec(c->ctx, p, (w & ~COLL_AUTO_TRIAL) - 1u, trial) == -ENOENT)
@@ -280,18 +278,18 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 	if (!a->on)
 		return 0;
 	for (int r = 0; r < c->size; r++) {
-		unsigned q = a->rate_of[r] & 0x7fu;
+		unsigned q = a->heard[r].rate & 0x7fu;
 
-		probe_asked |= (a->rate_of[r] & 0x80u) != 0;
-		if (!a->want[r])
+		probe_asked |= (a->heard[r].rate & 0x80u) != 0;
+		if (!a->heard[r].choice)
 			continue;
 		/* The lowest stated rate; a rank stating none counts only while
 		 * no rank states one (then the lowest rank's choice). */
 		if (slow < 0 ||
-		    (q && (!(a->rate_of[slow] & 0x7fu) || q < (a->rate_of[slow] & 0x7fu))))
+		    (q && (!(a->heard[slow].rate & 0x7fu) || q < (a->heard[slow].rate & 0x7fu))))
 			slow = r;
 	}
-	a->ag = slow < 0 ? 0 : (uint8_t)(a->want[slow] & ~COLL_AUTO_TRIAL);
+	a->ag = slow < 0 ? 0 : (uint8_t)(a->heard[slow].choice & ~COLL_AUTO_TRIAL);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
 		rc = probe_rate(c);
 		if (rc)
@@ -333,7 +331,7 @@ unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
 
 	if (!c->au.on)
 		return 0;
-	id = owner ? c->au.ag : c->au.want[peer] & ~COLL_AUTO_TRIAL;
+	id = owner ? c->au.ag : c->au.heard[peer].choice & ~COLL_AUTO_TRIAL;
 	return id ? GW_CTX_CODEC(id - 1) : 0;
 }
 

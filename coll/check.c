@@ -8,7 +8,9 @@
  * layout), so each (peer, slot) residual meets the same values at every call.
  *
  * Call check. Every such call starts with a dissemination allgather of a
- * 24-byte descriptor of the call on one fixed slot:
+ * 24-byte message on one fixed slot: the call's descriptor (struct
+ * call_desc), then what the rank states for auto beside it (struct
+ * coll_auto_say, auto_codec.h):
  *
  *   0 u64 key (the tensor: KEY_ID | id, or its length)   8 u64 n
  *  16 u32 call number (allreduces so far)  20 u8 op  21 u8 lossy
@@ -22,14 +24,14 @@
  * reduce-scatter or float allgather given counts per rank (other than the
  * chunk rule's) sets KEY_CNT in key and puts FNV-1a 64 of its counts in n
  * (they fix the length too), so ranks that pass different counts fail the
- * same way, the message saying that the counts differ. The last two bytes
- * are not compared: they carry what each rank states for auto, so that
- * every rank learns every rank's choice at the same call boundary. auto's
- * probe uses the call check's slots from step 1024 on.
+ * same way, the message saying that the counts differ. Only the
+ * descriptor is compared: auto's two bytes are the caller's, carried to
+ * every rank (struct call_msg says why they share the message).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "../common/bytes.h"
 #include "coll_impl.h"
 
 uint32_t coll_stream_of(struct gw_coll *c, uint64_t key)
@@ -44,14 +46,46 @@ uint32_t coll_stream_of(struct gw_coll *c, uint64_t key)
 	return ID_ALLREDUCE + (uint32_t)(key % GW_COLL_STREAMS);
 }
 
-/* The call check's descriptor (see the top of this file). */
+/* The call check's descriptor: what every rank's call must agree on. */
 struct call_desc {
 	uint64_t key, n;
 	uint32_t call;
 	uint8_t op, lossy;
-	uint8_t want, rate; /* auto's (c->au.say, auto_codec.c), not compared */
 };
-_Static_assert(sizeof(struct call_desc) == 24, "the call descriptor is 24 bytes");
+#define CALL_DESC_BYTES 22 /* on the wire: the layout at the top of this file */
+
+/*
+ * One rank's message in the call check: its descriptor, encoded, and
+ * beside it what the rank states for auto. Auto's statement travels here,
+ * not in a message of its own, because both ends of every link must switch
+ * codec at the same call boundary: every rank must know every rank's
+ * choice before the call's data moves, and the check is already the one
+ * allgather every rank makes at that boundary; a second would add a round
+ * of messages to every call. The check compares only desc.
+ */
+struct call_msg {
+	uint8_t desc[CALL_DESC_BYTES];
+	struct coll_auto_say say;
+};
+_Static_assert(sizeof(struct call_msg) == 24, "the call check's message is 24 bytes");
+
+static void desc_put(uint8_t *p, const struct call_desc *d)
+{
+	gw_put64(p, d->key);
+	gw_put64(p + 8, d->n);
+	gw_put32(p + 16, d->call);
+	p[20] = d->op;
+	p[21] = d->lossy;
+}
+
+static void desc_get(struct call_desc *d, const uint8_t *p)
+{
+	d->key = gw_get64(p);
+	d->n = gw_get64(p + 8);
+	d->call = gw_get32(p + 16);
+	d->op = p[20];
+	d->lossy = p[21];
+}
 
 static int tensor_name(char *s, size_t len, uint64_t key)
 {
@@ -126,45 +160,47 @@ static void call_diff(char *m, size_t len, const struct call_desc *a, int ra,
 }
 
 /*
- * Every rank learns every rank's descriptor (dissemination: in round k this
- * rank passes what it holds to rank + 2^k; descs[i] is rank - i's), then
- * compares each with rank 0's, so all ranks report the same difference.
- * Return: 0, -EINVAL (a difference: c->errmsg says which), or the
- * transport's error.
+ * Every rank learns every rank's message (dissemination: in round k this
+ * rank passes what it holds to rank + 2^k; msgs[i] is rank - i's), then
+ * compares each descriptor with rank 0's, so all ranks report the same
+ * difference. Return: 0, -EINVAL (a difference: c->errmsg says which), or
+ * the transport's error.
  */
-int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op, unsigned lossy)
+int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op, unsigned lossy,
+		    const struct coll_auto_say *say, struct coll_auto_say *heard)
 {
-	struct call_desc *d;
+	struct call_desc d0, x;
+	struct call_msg *m;
 	int have = 1, round = 0, rc, r0;
 
-	if (!c->descs) {
-		c->descs = calloc((size_t)c->size, sizeof(*c->descs));
-		if (!c->descs)
+	if (!c->msgs) {
+		c->msgs = calloc((size_t)c->size, sizeof(*c->msgs));
+		if (!c->msgs)
 			return -ENOMEM;
 	}
-	d = c->descs;
-	d[0] = (struct call_desc){
+	m = c->msgs;
+	d0 = (struct call_desc){
 		.key = key, .n = n, .call = c->calls++, .op = (uint8_t)op, .lossy = lossy != 0
 	};
-	d[0].want = c->au.say[0]; /* 0 and 0 without auto */
-	d[0].rate = c->au.say[1];
+	desc_put(m[0].desc, &d0);
+	m[0].say = say ? *say : (struct coll_auto_say){ 0 };
 	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
 		int cnt = dist < c->size - dist ? dist : c->size - dist;
 
 		rc = coll_bytes_step(c, slot_of(ID_CALL, (uint32_t)round),
-				     mod(c->rank + dist, c->size), d, mod(c->rank - dist, c->size),
-				     d + dist, (size_t)cnt * sizeof(*d));
+				     mod(c->rank + dist, c->size), m, mod(c->rank - dist, c->size),
+				     m + dist, (size_t)cnt * sizeof(*m));
 		if (rc)
 			return coll_fail(c, rc, "allreduce (call check)", round);
 		have += cnt;
 	}
-	r0 = c->rank; /* descs[r0] is rank 0's */
-	for (int i = 0; i < c->size; i++) {
-		const struct call_desc *x = &d[mod(r0 - i, c->size)];
-
-		if (i && (x->key != d[r0].key || x->n != d[r0].n || x->op != d[r0].op ||
-			  x->lossy != d[r0].lossy || x->call != d[r0].call)) {
-			call_diff(c->errmsg, sizeof(c->errmsg), &d[r0], 0, x, i);
+	r0 = c->rank; /* msgs[r0] is rank 0's */
+	desc_get(&d0, m[r0].desc);
+	for (int i = 1; i < c->size; i++) {
+		desc_get(&x, m[mod(r0 - i, c->size)].desc);
+		if (x.key != d0.key || x.n != d0.n || x.op != d0.op || x.lossy != d0.lossy ||
+		    x.call != d0.call) {
+			call_diff(c->errmsg, sizeof(c->errmsg), &d0, 0, &x, i);
 			c->err = -EINVAL;
 			gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s", c->errmsg);
 			return -EINVAL;
@@ -172,9 +208,7 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 	}
 	if (have != c->size)
 		return -EIO;
-	for (int i = 0; c->au.on && i < c->size; i++) {
-		c->au.want[mod(c->rank - i, c->size)] = d[i].want;
-		c->au.rate_of[mod(c->rank - i, c->size)] = d[i].rate;
-	}
+	for (int i = 0; heard && i < c->size; i++)
+		heard[mod(c->rank - i, c->size)] = m[i].say;
 	return 0;
 }

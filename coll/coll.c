@@ -55,20 +55,12 @@ void gw_coll_destroy(struct gw_coll *c)
 		return;
 	free(c->reqs[0].req);
 	free(c->reqs[1].req);
-	free(c->descs);
+	free(c->msgs);
 	free(c->offs);
-	free(c->lr.p);
-	free(c->lr.q);
-	free(c->lr.qn);
-	free(c->lr.work);
-	free(c->au.want);
-	free(c->au.probe_buf);
 	free(c->world.rank);
-	free(c->local.rank);
-	free(c->cross.rank);
-	free(c->grid);
-	free(c->hrs.tmp);
-	free(c->hrs.offs);
+	coll_lowrank_fini(&c->lr);
+	coll_hier_fini(&c->hier);
+	coll_auto_fini(&c->au);
 	free(c);
 }
 
@@ -89,9 +81,9 @@ void gw_coll_set_piece(struct gw_coll *c, uint64_t bytes)
 
 void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo)
 {
-	c->algo_set = algo;
-	c->decided = false; /* coll_decide() again, and the first lossy call's */
-	c->agreed = false;  /* agreement: it looks at the links that algorithm uses */
+	c->hier.algo_set = algo;
+	c->hier.decided = false; /* coll_decide() again, and the first lossy call's */
+	c->agreed = false;	 /* agreement: it looks at the links that algorithm uses */
 }
 
 /* Remember the first error and say where it happened, and with whom. */

@@ -1,12 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * coll_impl.h - inside the collectives: struct gw_coll, the slot layout
- * (coll.c's opening comment) and what the files share. The calls go one
- * way: allreduce.c (the entry) -> lowrank.c (PowerSGD) ->
- * ring.c (the ring engine) -> coll.c (the object, the exact
- * collectives, the call check); nothing calls back up. hier.c (the
- * topology and the hierarchical allreduce) sits between lowrank.c and
- * ring.c: PowerSGD's exact sums of its factors go through it too.
+ * and what the files share. Each part of struct gw_coll that one file owns
+ * is declared in that file's header (auto_codec.h, hier.h, lowrank.h).
+ *
+ * The calls go one way, down this list; nothing calls back up:
+ *   allreduce.c   the entry: the allreduce, the reduce-scatter and the
+ *                 float allgather, and the first lossy call's agreement
+ *   lowrank.c     PowerSGD's linear form (its factors' sums: coll_sum())
+ *   hier.c        the topology, coll_sum() and the hierarchical allreduce
+ *   ring.c        the ring engine, over any group (group.h)
+ *   direct.c      the ring engine's direct reduce-scatter
+ *   auto_codec.c  auto's codec per link (each lossy send asks it)
+ *   check.c       the slot streams and the call check
+ *   exact.c       barrier, broadcast, allgather, and byte steps
+ *   coll.c        the object, its settings, the first error, the groups' links
+ * (gw_coll_destroy() frees the parts through their headers' inline
+ * *_fini() helpers, so that it calls none of the files above it.)
  */
 #ifndef GW_COLL_IMPL_H
 #define GW_COLL_IMPL_H
@@ -14,6 +24,10 @@
 #include <stdbool.h>
 #include "coll.h"
 #include "conn.h"
+#include "group.h"
+#include "auto_codec.h"
+#include "hier.h"
+#include "lowrank.h"
 
 /*
  * Slot layout (all below GW_TP_SLOT_MAX):
@@ -21,7 +35,8 @@
  *   GW_COLL_SLOT_BASE + (ident << STEP_BITS) + step
  *   ident 0: barrier (step = round), 1: broadcast, 2: allgather (exact.c),
  *         3 + k: allreduce stream k (step = unit: ring.c, hier.c),
- *         3 + GW_COLL_STREAMS: every call check (step = round; check.c)
+ *         3 + GW_COLL_STREAMS: every call check (step = round; check.c),
+ *         4 + GW_COLL_STREAMS: auto's probe (step = frame; auto_codec.c)
  */
 #define STEP_BITS 16
 #define ID_BARRIER 0u
@@ -29,33 +44,12 @@
 #define ID_ALLGATHER 2u
 #define ID_ALLREDUCE 3u
 #define ID_CALL (ID_ALLREDUCE + GW_COLL_STREAMS)
+#define ID_AUTO_PROBE (ID_CALL + 1)
 
-_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_CALL + 1) << STEP_BITS) <=
+_Static_assert(GW_COLL_SLOT_BASE + ((uint64_t)(ID_AUTO_PROBE + 1) << STEP_BITS) <=
 		       (uint64_t)GW_TP_SLOT_MAX + 1,
-	       "every allreduce stream's slots and the call check's fit below GW_TP_SLOT_MAX");
-
-/*
- * A ring of ranks: every rank of the context (c->world), or a sub-group of
- * the hierarchical allreduce (hier.c): the ranks of this host
- * (c->local), or the ranks of the same local index on every host (c->cross).
- */
-struct coll_group {
-	int size;	  /* members */
-	int me;		  /* this rank's position among them */
-	int *rank;	  /* the context's rank of each member, in ring order */
-	const char *name; /* for error messages, e.g. "allreduce" */
-	bool shm;	  /* every member on this host, reached over shm (coll_group_links()) */
-};
-
-/* The context's rank of the member d places after this rank (d may be < 0). */
-static inline int group_peer(const struct coll_group *g, int d)
-{
-	int i = ((g->me + d) % g->size + g->size) % g->size;
-
-	return g->rank[i];
-}
-
-#define COLL_AUTO_IDS 16 /* codec wire ids auto keeps costs for */
+	       "every allreduce stream's slots, the call check's and auto's probe's fit below "
+	       "GW_TP_SLOT_MAX");
 
 struct gw_coll {
 	struct gw_ctx *ctx;
@@ -63,7 +57,7 @@ struct gw_coll {
 	int err;			      /* first failure; every later call returns it */
 	char errmsg[320];		      /* what it was, when there is more to say */
 	uint32_t calls;			      /* allreduces so far (the call check) */
-	struct call_desc *descs;	      /* the call check's, one per rank */
+	struct call_msg *msgs;		      /* the call check's, one per rank (check.c) */
 	uint64_t stream_key[GW_COLL_STREAMS]; /* the tensor of each stream */
 	unsigned nstreams;
 	uint64_t seg_bytes;   /* allreduce segment on the wire (0: whole chunks) */
@@ -73,66 +67,15 @@ struct gw_coll {
 	bool lossy_links;		/* some rank's link to its next compresses */
 	double wire_bpv;		/* the most wire bytes per value of any rank's
 					 * link to its next (4 for one that does not) */
-	bool lowrank;			/* every connection of every rank negotiated
-					 * powersgd with the same parameters, */
-	struct gw_codec lowrank_codec;	/* these */
+	struct coll_lowrank lr;		/* PowerSGD's linear form (lowrank.h) */
 	struct ring_reqs {		/* the requests of the rings that run at once: */
 		struct gw_ctx_req *req; /* RING_REQS_MAIN: the flat or the local ring, */
 		size_t cap;		/* RING_REQS_CROSS: the ring across hosts */
 	} reqs[2];
-	struct lowrank_bufs {	   /* PowerSGD's allreduce (lowrank.c grows them) */
-		float *p, *q, *qn; /* rows * r + 1, cols * r, cols * r */
-		double *work;	   /* the orthonormalization's */
-		size_t p_cap, q_cap, qn_cap, work_cap;
-	} lr;
-	/* The topology (hier.c), decided at the first allreduce: */
-	enum gw_coll_algo algo_set; /* what was asked for */
-	bool decided;		    /* hier, local, cross and the counts hold: */
-	bool hier;		    /* the hierarchical allreduce runs */
-	bool direct;		    /* else lossy calls run direct.c's */
-	uint8_t hier_said[2];	    /* what coll_hier_for() logged for the allreduce,
-				     * the reduce-scatter: 1 hierarchical, 2 flat */
-	int nhosts, per_host;	    /* hosts, ranks on this rank's host */
-	struct coll_group world, local, cross;
-	int *grid;		/* nhosts * per_host: the rank of local index i
-				 * on host h at [h * per_host + i] */
-	struct hier_rs {	/* the hierarchical reduce-scatter's (hier.c): */
-		float *tmp;	/* the tensor by pieces, each by slices (rs_piece()) */
-		uint64_t cap;	/* values tmp holds */
-		uint64_t *offs; /* per_host + 1 slices (the local ring's), per_host + 1 (scratch),
-				   nhosts + 1 shards (the cross ring's) */
-	} hrs;
-	struct coll_auto {	       /* GRADWIRE_CODEC=auto (auto_codec.c) */
-		bool init, on;	       /* looked at; the lossy group's links are auto */
-		uint8_t *want;	       /* size: each rank's choice (wire id + 1, 0 none) */
-		uint8_t *rate_of;      /* size: each rank's rate class | 0x80 probe */
-		uint8_t ag;	       /* owners' payloads this call (id + 1, 0 default) */
-		uint8_t say[2];	       /* stated in the call check: choice, rate class */
-		uint8_t mine;	       /* what this rank states (id + 1): its choice, or
-					* while exploring the codec tried */
-		uint8_t chosen, cand;  /* its choice; another measured faster */
-		int streak;	       /* calls cand has been GAIN faster */
-		bool probe;	       /* ask for a probe at the next call check */
-		int explore;	       /* the next codec of the set to try, or -1 */
-		uint32_t epoch;	       /* explorations so far */
-		unsigned quiet, nlast; /* calls since the last choice; of last[] */
-		double last[3];	       /* the last calls' time per value, ns */
-		double tau_ref;	       /* the median of the first 3 calls after it */
-		double tau_chosen;     /* what it measured when chosen */
-		double rate;	       /* bytes/s into this rank, 0 unknown */
-		uint64_t n;	       /* this call's values, */
-		uint64_t ref;	       /* the tensor explorations time (its key) */
-		bool timed;	       /* this call is of ref: it counts */
-		int64_t t0;	       /* and when its data phase began */
-		float *probe_buf;
-		uint8_t force[64];		   /* gw_coll_auto_force(): ids, */
-		uint32_t nforce, iforce;	   /* their number, the next */
-		double tau[COLL_AUTO_IDS];	   /* ns per value, measured per codec */
-		uint32_t tau_epoch[COLL_AUTO_IDS]; /* in that exploration */
-		int8_t measured[COLL_AUTO_IDS];	   /* gw_codec_speed(): 1 done, -1 failed */
-		struct gw_codec_speed speed[COLL_AUTO_IDS];
-	} au;
-	uint64_t *offs; /* size + 1: the shards of a call given counts (allreduce.c) */
+	struct coll_group world; /* every rank */
+	struct coll_hier hier;	 /* the topology, the hierarchical allreduce (hier.h) */
+	struct coll_auto au;	 /* GRADWIRE_CODEC=auto (auto_codec.h) */
+	uint64_t *offs;		 /* size + 1: the shards of a call given counts (allreduce.c) */
 };
 
 /* The chunk rule: chunk k of a tensor of n = q * size + rem values (q =
@@ -187,29 +130,13 @@ int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf, 
 /* check.c */
 /* The stream (slot ident) of the tensor key. */
 uint32_t coll_stream_of(struct gw_coll *c, uint64_t key);
-/* The call check of an allreduce (coll.c's opening comment). Return: 0,
- * -EINVAL (the ranks disagree: c->errmsg says how), or the transport's error. */
-int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op,
-		    unsigned lossy);
-
-/* auto_codec.c (GRADWIRE_CODEC=auto; all of them do nothing without it) */
-/* Look at the lossy group's links once (after coll_decide()). Return: 0, -ENOMEM. */
-int coll_auto_init(struct gw_coll *c);
-/* After the call check of a lossy call of n values of the tensor key: the
- * owners' codec, and the probe if some rank asked for one. Return: 0 or the
- * probe's error (coll_fail()). */
-int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n);
-/* The isend flag for a lossy send to peer (owner: an owner's payload). */
-unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner);
-/* After a lossy call that succeeded: measure, and choose for the next. */
-void coll_auto_end(struct gw_coll *c);
-#define COLL_AUTO_TRIAL 0x40u /* a stated choice (id + 1) that is an exploration's trial */
-/* An exploration begins (every rank at the same call, after the probe). */
-void coll_auto_explore(struct coll_auto *a);
-/* What a timed call of tau ns per value decides: the next trial, the end
- * of an exploration, a new one asked for, or a switch (tests/test_auto.c
- * feeds it times). */
-void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, double tau);
+/* The call check of an allreduce, a reduce-scatter or a float allgather
+ * (check.c's opening comment). say: what this rank states for auto beside
+ * its descriptor; heard: where every rank's statement goes (size entries,
+ * by rank), or NULL. Return: 0, -EINVAL (the ranks disagree: c->errmsg
+ * says how), or the transport's error. */
+int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op op, unsigned lossy,
+		    const struct coll_auto_say *say, struct coll_auto_say *heard);
 
 /* ring.c */
 #define RING_RS 1u /* the reduce-scatter: member i then owns chunk i + 1 */
@@ -308,25 +235,6 @@ int coll_ring_allreduce(struct gw_coll *c, const struct coll_group *g, uint64_t 
  * chunks offs bounds (NULL: the chunk rule; coll_ring_init()). */
 int coll_ring_run(struct gw_coll *c, const struct coll_group *g, uint64_t key, float *buf,
 		  uint64_t n, const uint64_t *offs, unsigned lossy, unsigned phases, int delta);
-
-/* hier.c */
-/* Decide the algorithm and build the groups, once (gw_coll_algo()).
- * Return: 0 or -ENOMEM. */
-int coll_decide(struct gw_coll *c);
-/* Whether a call (lossy or not) of what ("allreduce", "reduce-scatter")
- * runs hierarchically: c->hier, unless lossy with a sparse or 1-bit codec. */
-bool coll_hier_for(struct gw_coll *c, unsigned lossy, const char *what);
-/* The sum of buf[0..n) of the tensor key on every rank, by the algorithm
- * decided (coll_decide() must have run): the ring over c->world, or the
- * hierarchical allreduce (coll_hier_for()). Same contract as
- * coll_ring_allreduce(). */
-int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned lossy);
-/* The reduce-scatter of buf[0..n) of the tensor key when c->hier, after its
- * call check: rank r ends with the sum of buf[offs[r], offs[r + 1]) (offs:
- * size + 1 offsets, or NULL for the chunk rule), the rest of buf undefined.
- * Return: 0 or -errno (coll_fail() said where). */
-int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t n,
-			     const uint64_t *offs, unsigned lossy);
 
 /* direct.c */
 /* Shape the direct reduce-scatter of g (coll_ring_begin() with RING_DIRECT). */

@@ -55,7 +55,7 @@ static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
 
 	if (c->err)
 		return c->err;
-	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0);
+	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0, &c->au.say, c->au.heard);
 	return rc ? rc : coll_sum(c, key, buf, n, 0);
 }
 
@@ -92,15 +92,15 @@ static int form_m(float *buf, const float *res, uint64_t n)
 int gw_coll_lowrank_allreduce(struct gw_coll *c, uint32_t slot, float *buf, uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
-	const struct gw_codec *codec = &c->lowrank_codec;
-	struct lowrank_bufs *lr = &c->lr;
+	const struct gw_codec *codec = &c->lr.codec;
+	struct lowrank_bufs *lr = &c->lr.bufs;
 	struct gw_ctx_own e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
 	float flag;
 	int rc;
 
-	if (!c->lowrank)
+	if (!c->lr.on)
 		return GW_LOWRANK_DECLINED;
 
 	gw_psgd_view(&codec->p, n, &v);
