@@ -50,9 +50,9 @@
  * descheduled (ranks that outnumber cores) holds up every other.
  * Up to WINDOW units are in flight (fewer when their staged residuals would
  * exceed STAGED_MAX values), so each member has a few peers at once, as
- * the ring has: the first version sent to all size - 1 owners at once and,
- * with 8 ranks on 2 cores over shm, took 3-5x the ring's time (many-to-one
- * copies through shm's shared buffers).
+ * the ring has: sending to all size - 1 owners at once made many-to-one
+ * copies through shm's shared buffers, far slower than the ring with ranks
+ * that outnumber cores.
  *
  * Over shm (every member reached over it) one unit at a time. libfabric
  * 1.17's shm copies a message into the receiver's shared buffers holding
@@ -61,14 +61,14 @@
  * a time. With a window of 8 units, which a chunk of one segment (16 MiB at
  * 8 ranks) fills with all size - 1 peers, every region had size - 1 writers
  * at once; with ranks that outnumber cores a writer preempted mid-copy left
- * the others spinning out their slices: pthread_spin_lock took 10% of the
- * samples (the ring 1-2%), and the direct allreduce 1.9-2.2x the ring's CPU
- * and 1.8-2.2x its time (8 ranks on 2 cores, 16 MiB int8). One unit in flight makes
- * the exchange pairwise in lockstep - a receiver copies a message out only
- * once its receive is posted, so a sender ahead waits - and each region has
- * about one writer, as in the ring: 0.96-1.36x the ring's time, and
- * 1.07-1.17x with the pairs of a power of two (the schedule, below), 1.3-1.4x
- * its CPU (docs/performance.md). Two units in flight were slower than one.
+ * the others spinning out their slices, and the direct allreduce spent far
+ * more CPU and time than the ring. One unit in flight makes the exchange
+ * pairwise in lockstep - a receiver copies a message out only once its
+ * receive is posted, so a sender ahead waits - and each region has about
+ * one writer, as in the ring, which brings it near the ring's time; two
+ * units in flight were slower than one (see docs/performance.md, the table
+ * "8 ranks on loopback (2 cores)": direct time and CPU against the ring's,
+ * before and after).
  */
 #include <string.h>
 #include "coll_impl.h"

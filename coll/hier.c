@@ -181,8 +181,9 @@ int coll_decide(struct gw_coll *c)
 	/* A lossy allreduce compresses each value twice, whatever the ranks
 	 * (direct.c; in hier, across hosts), unless the ring was asked
 	 * for. Over shm too: there it runs one unit at a time (direct.c),
-	 * and 8 ranks on 2 cores took about the ring's time (16 MiB int8,
-	 * docs/performance.md), where all peers at once took 2-2.4x. */
+	 * which keeps it near the ring's time where all peers at once were
+	 * far slower (docs/performance.md, the table "8 ranks on loopback
+	 * (2 cores)"). */
 	c->hier.direct = c->hier.algo_set != GW_COLL_ALGO_RING;
 	why = !c->hier.direct ? "GRADWIRE_ALGO=ring"
 	      : !c->hier.on && c->world.shm
@@ -574,13 +575,14 @@ static int pipe_run(struct pipe *pp)
 /*
  * Whether a call runs hierarchically: where the hierarchical allreduce was
  * decided, unless the call is lossy with a codec of under HIER_BPV wire
- * bytes a value across hosts (sparse and 1-bit: 30-50x). Those run flat and
- * direct, every value encoded once to its owner: on 2x2 ranks over a 1
- * Gbit/s link the exact phases inside the host cost more CPU than the few
- * bytes they save across. topk 1%: the hierarchical allreduce 1.8x and 1.2x
- * the flat direct one's time at 16 and 64 MiB, its reduce-scatter 1.6-1.7x;
- * onebit 1.2-1.5x; int8 took 0.53-0.57x (docs/performance.md). Logged at
- * info when the choice changes; what: "allreduce" or "reduce-scatter".
+ * bytes a value across hosts (sparse and 1-bit codecs). Those run flat and
+ * direct, every value encoded once to its owner: with so few bytes on the
+ * link between hosts, the exact phases inside the host cost more CPU than
+ * they save across, so the hierarchical allreduce and reduce-scatter were
+ * slower than the flat direct ones for top-k and 1-bit, and faster for
+ * int8 (see docs/performance.md, the section "... sparse codecs flat on
+ * several hosts" and "The hierarchical reduce-scatter"). Logged at info
+ * when the choice changes; what: "allreduce" or "reduce-scatter".
  */
 #define HIER_BPV 0.5
 bool coll_hier_for(struct gw_coll *c, unsigned lossy, const char *what)

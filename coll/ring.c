@@ -145,7 +145,7 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 /*
  * Frame buffers. The context keeps one per (peer, slot) and direction, and
  * every unit has its own slot, so a ring that kept them would hold about
- * its whole tensor again in frames (0.5x for an exact one on 2 ranks). A
+ * its whole tensor again in frames. A
  * unit's buffers go to the context's pool (gw_ctx_slot_trim()) as soon as
  * they are idle - a send's once it completed, a receive's once its payload
  * was passed on - and the units behind it in the window take them from
@@ -397,18 +397,15 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
 /*
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
- * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks). But at most SEG_VALUES_MAX values (2 MiB of
- * floats, about 40 KB of top-k at 1% on the wire). A sparse codec's
- * segment costs far more to encode and decode than to send, so a long one
- * leaves the link idle while it is encoded and the next rank idle while it
- * is decoded: top-k at 1%, 64 MiB on 2 ranks over 1 Gbit/s, took 99 ms in
- * segments of 4M values, 46 ms in segments of 1M and 34 ms in 512K; onebit
- * 39 ms in 1M and 22 ms in 512K; int8 143-148 ms either way (2026-12-02,
- * an idle machine; 256K values did no better than 512K). Each segment in
- * flight also holds a staged residual and a codec scratch of its length
- * (top-k at 1% once held 2.3x its tensor in memory with a few huge
- * segments).
+ * overlap gains. But at most SEG_VALUES_MAX values (2 MiB of floats): a
+ * sparse codec's segment costs far more to encode and decode than to send,
+ * so a long one leaves the link idle while it is encoded and the next rank
+ * idle while it is decoded; shorter ones gained nothing more. Each segment
+ * in flight also holds a staged residual and a codec scratch of its
+ * length, so a few huge segments held several times the tensor in memory.
+ * See docs/performance.md, "Why the defaults are what they are", row "1 MiB
+ * wire segments (GRADWIRE_SEGMENT_BYTES), sparse segments of at most 512K
+ * values".
  */
 #define SEG_VALUES_MAX (UINT64_C(1) << 19)
 
@@ -420,12 +417,12 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  * is added while it is still in the cache and the next one is copied, and
  * the frames that hold reduce-scatter receives stay small (at most 2 x
  * WINDOW segments posted). With shm's copies through its shared buffers
- * (fi_load.c), 2 ranks, 2026-12-03, medians of 3 interleaved runs, in ms:
- * 8 MiB 0.97 whole, 1.07-1.14 in 1 MiB segments; 16 MiB 2.96 against
- * 2.32-2.65; 32 MiB 16.1 against 6.4-7.5; 64 MiB 44.9 against 14.4-16.3 (512
- * KiB and 2 MiB segments did no better: 2.7-3.6 ms at 16 MiB, 15.4-19.3 at
- * 64 MiB). With 4 ranks on 2 cores whole 8 MiB chunks were faster (35 against
- * 49 ms at 32 MiB), but ranks that share a core measure the scheduler.
+ * (fi_load.c), whole chunks were faster up to SHM_WHOLE_MAX and segments
+ * beyond, of any length near SHM_SEG_VALUES; with ranks that share a core
+ * the figures measure the scheduler more than the copies. See
+ * docs/performance.md, "Why the defaults are what they are", row "shm
+ * copies through its shared buffers (FI_SHM_DISABLE_CMA=1); exact shm
+ * chunks above 4 MiB in 1 MiB segments".
  */
 #define SHM_WHOLE_MAX (UINT64_C(1) << 20)  /* values a chunk: 4 MiB */
 #define SHM_SEG_VALUES (UINT64_C(1) << 18) /* 1 MiB */
@@ -435,11 +432,10 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
  * chunks). In a ring of two ranks every step is an exchange within one pair,
  * and an exact chunk of more than half a segment, up to one, goes in two
  * halves so that the second is on the wire while the first is added and
- * passed on. Over TCP on lo, 2 MiB took 430 us against 714 in one 1 MiB
- * message (7 interleaved rounds, 2026-12-03; Open MPI's TCP 523 us). With 4
- * ranks on 2 cores, 4 MiB in halves was 3-5% slower in 22 paired rounds
- * (more wake-ups for ranks that share a core), so longer rings keep whole
- * segments.
+ * passed on (see docs/performance.md, "Why the defaults are what they
+ * are", row "a ring of two sends a chunk in two halves"). In longer rings
+ * halves were slower where ranks share a core (more wake-ups), so they
+ * keep whole segments.
  */
 static uint64_t segment_values(const struct gw_coll *c, const struct coll_group *grp,
 			       unsigned lossy, uint64_t most)
