@@ -43,14 +43,14 @@
  * for one call (the codec the link had runs its first, as stated before it
  * began), all ranks in the same calls (it starts when some rank asks
  * for it in the call check: at the first lossy call, and when a rank's
- * call time per value moved by CHANGE or more, changed() below), except codecs the
- * prediction puts at PRUNE times the best or worse (on a slow link,
- * `none`). Then the fastest measured codec is chosen. Between
+ * call time per value moved by CHANGE or more, link_changed() below),
+ * except codecs the prediction puts at PRUNE times the best or worse (on a
+ * slow link, `none`). Then the fastest measured codec is chosen. Between
  * explorations the current codec's time keeps being measured, and a switch
  * to another explored codec needs GAIN for STREAK calls in a row, so that
  * the choice does not flap on noise; only while the current codec's time
  * stays within CHANGE of its own at the choice (beyond, the link changed
- * and the others' times are stale: changed() explores again).
+ * and the others' times are stale: link_changed() explores again).
  */
 #include <errno.h>
 #include <math.h>
@@ -336,7 +336,7 @@ unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
 }
 
 /* Predicted seconds for v values of k at rate bytes/s; < 0: no figures. */
-static double predict(struct gw_coll *c, const struct gw_codec *k, double v, double rate)
+static double predict_time(struct gw_coll *c, const struct gw_codec *k, double v, double rate)
 {
 	const struct gw_codec_speed *s = speed_of(c, k);
 	double cpu, wire;
@@ -380,10 +380,10 @@ static void sample_rate(struct gw_coll *c, const struct gw_codec *set, int n)
 /* Codec k of set, or NULL: is it predicted PRUNE times the best or worse? */
 static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, int n, int k)
 {
-	double best = -1, tk = predict(c, &set[k], 1e6, c->au.rate);
+	double best = -1, tk = predict_time(c, &set[k], 1e6, c->au.rate);
 
 	for (int i = 0; i < n; i++) {
-		double t = predict(c, &set[i], 1e6, c->au.rate);
+		double t = predict_time(c, &set[i], 1e6, c->au.rate);
 
 		if (t >= 0 && (best < 0 || t < best))
 			best = t;
@@ -408,7 +408,7 @@ static const struct gw_codec *fastest_explored(const struct coll_auto *a,
 }
 
 /* Choose k for the link into this rank from the next call on. */
-static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
+static void choose_codec(struct gw_coll *c, const struct gw_codec *k, const char *why)
 {
 	struct coll_auto *a = &c->au;
 	const char *old = "(first choice)";
@@ -475,7 +475,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 		return;
 	}
 	if (best)
-		choose(c, best, "measured each");
+		choose_codec(c, best, "measured each");
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -496,7 +496,7 @@ static int cmp_double(const void *x, const void *y)
  * link that changed by a factor of 20 should not wait for QUIET). The rate
  * alone is no sign: its samples under one codec and another differ where
  * the senders bound them. */
-static bool changed(struct coll_auto *a, double tau, double explored)
+static bool link_changed(struct coll_auto *a, double tau, double explored)
 {
 	double m[3], big = CHANGE * CHANGE;
 
@@ -542,7 +542,7 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 		return;
 	}
 	a->quiet++;
-	if (changed(a, tau, a->tau_chosen)) {
+	if (link_changed(a, tau, a->tau_chosen)) {
 		alog(c, GW_LOG_INFO,
 		     "auto: link into rank %d changed (%.1f MB/s, %.3f ns per value against "
 		     "%.3f): trying each codec again",
@@ -552,7 +552,7 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 	}
 	/* The other codecs' times were measured on the link as it was. When
 	 * the chosen one's moved CHANGE from its own then, the link changed
-	 * and they are stale: no switch on them (changed() explores again). */
+	 * and they are stale: no switch on them (link_changed() explores again). */
 	best = fastest_explored(a, set, n);
 	cur = a->chosen ? a->tau[a->chosen - 1] : 0;
 	if (!best || !a->chosen || best->ops->id + 1u == a->chosen ||
@@ -566,7 +566,7 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 		a->streak = 0;
 	}
 	if (++a->streak >= STREAK)
-		choose(c, best, "measured faster");
+		choose_codec(c, best, "measured faster");
 }
 
 static void time_and_choose(struct gw_coll *c)
