@@ -5,7 +5,7 @@
  * same low-rank approximation of the sum.
  *
  * Each rank r holds M_r = x_r + e_r (its gradient plus its residual), seen
- * as a rows x cols matrix (codec/lowrank.h), and a Q that is the same on
+ * as a rows x cols matrix (common/lowrank_math.h), and a Q that is the same on
  * every rank (drawn from the agreed seed, then always the reduced Q):
  *
  *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring*)
