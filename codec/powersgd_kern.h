@@ -17,7 +17,7 @@
 
 #include <string.h>
 #include "codec_impl.h"
-#include "lowrank.h"
+#include "../common/lowrank_math.h"
 
 #define LANES 16
 

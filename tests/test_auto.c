@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_auto.c - GRADWIRE_CODEC=auto (plugin/coll_auto.c, issue #31), the
+ * test_auto.c - GRADWIRE_CODEC=auto (coll/auto_codec.c, issue #31), the
  * proofs that need no root: forced switches at every call under the MAC,
  * a checkpoint taken after a switch, and ranks whose lists disagree.
  * (A frame whose codec is outside the set is test_conn.c's hostile peer.)

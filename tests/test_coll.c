@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_coll.c - the collectives (plugin/coll.c) over loopback: allreduce with
+ * test_coll.c - the collectives (coll/coll.c) over loopback: allreduce with
  * every kind of codec on 1..5 ranks, allgather, broadcast and barrier exact,
  * error feedback across calls, and a rank killed mid-collective.
  *
@@ -170,7 +170,7 @@ static void allreduce_codec(const char *codec, double bound, double wire)
 	/* Whole chunks (1, 2 ranks) and segments that do not divide the
 	 * chunks (2 to 5 ranks). 4001 values on 2 ranks make chunks longer
 	 * than half a segment and at most one, which an exact ring of two
-	 * sends in two halves (coll_ring.c). */
+	 * sends in two halves (coll/ring.c). */
 	static const struct {
 		int size;
 		uint64_t seg;

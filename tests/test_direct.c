@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_direct.c - the direct lossy allreduce (plugin/coll_direct.c) against
+ * test_direct.c - the direct lossy allreduce (coll/direct.c) against
  * the ring, on the same ranks and data: 2 to 8 ranks, lengths below the
  * ranks and not a multiple of them, every codec.
  *
@@ -113,7 +113,7 @@ static struct gw_coll *open_rank(const struct direct_arg *a, int rank, int size,
 
 /*
  * Over shm (a->shm): auto takes the direct allreduce for lossy calls there
- * too, and segments of 4 KiB give each peer several units (coll_direct.c
+ * too, and segments of 4 KiB give each peer several units (coll/direct.c
  * runs them one at a time over shm). Return: 0, or 18 when auto chose
  * otherwise. Without shm here it says so and checks nothing.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_hier.c - the hierarchical allreduce (plugin/coll_hier.c) over
+ * test_hier.c - the hierarchical allreduce (coll/hier.c) over
  * loopback, hosts emulated by host ids (what GRADWIRE_HOST_ID sets): 2x2
  * (interleaved: ranks 0, 2 on one host), 2x3, 3x2 and 1x4 ranks, every
  * codec; an uneven layout; error feedback across calls; a killed rank.

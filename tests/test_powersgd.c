@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include "tutil.h"
 #include "codec_impl.h"
-#include "lowrank.h"
+#include "../common/lowrank_math.h"
 
 #define HDR 24
 

@@ -156,6 +156,12 @@ struct gw_tp *gw_ctx_tp(struct gw_ctx *ctx);
  * gw_tp_post_once()): for messages the caller can send later.
  */
 void gw_ctx_post_once(struct gw_ctx *ctx, bool on);
+/**
+ * gw_ctx_lost_ends_all() - while on, a peer declared gone ends every wait
+ * of the context, not only those with it (gw_tp_lost_ends_all()): for the
+ * collectives, which cannot finish without every rank.
+ */
+void gw_ctx_lost_ends_all(struct gw_ctx *ctx, bool on);
 /** gw_ctx_provider() - the libfabric provider in use, e.g. "tcp;ofi_rxm",
  * or both, main first, when peers on this host use another ("net+shm"). */
 const char *gw_ctx_provider(const struct gw_ctx *ctx);

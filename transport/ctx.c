@@ -255,6 +255,10 @@ void gw_ctx_post_once(struct gw_ctx *ctx, bool on)
 {
 	gw_tp_post_once(ctx->tp, on);
 }
+void gw_ctx_lost_ends_all(struct gw_ctx *ctx, bool on)
+{
+	gw_tp_lost_ends_all(ctx->tp, on);
+}
 
 uint64_t gw_ctx_host_id(const struct gw_ctx *ctx, int rank)
 {

@@ -15,7 +15,7 @@
  * when a local provider applies, else after, ctx.c), so all hold the same
  * list (gw_ctx_host_id()): it decides which provider
  * (link) and which codec list a peer gets, and the collectives' topology
- * (plugin/coll_hier.c).
+ * (coll/hier.c).
  *
  * Handshake (all peers at once, two rounds), after the transport opened:
  *   CTRL slot 0 seq 0: HELLO both ways;  decide;  CTRL slot 0 seq 1: FINISHED.

@@ -26,7 +26,7 @@
  * gathered send. */
 #define GATHER_MIN (64u << 10)
 /* Idle frame buffers kept (gw_ctx_slot_trim()): at least what a ring holds
- * at once (coll_ring.c: 2 x 8 receives, 8 sends), or every call frees and
+ * at once (coll/ring.c: 2 x 8 receives, 8 sends), or every call frees and
  * allocates some anew, and the kernel faults fresh pages in on every call
  * (docs/performance.md, "Memory and soak"). */
 #define POOL_MAX 32

@@ -100,7 +100,7 @@ static void *sym(void *h, const char *name, const char *ver)
  * CPU-bound processes beside the ranks, and beat Open MPI's vader there
  * (docs/performance.md, "Why the defaults are what they are"). Longer
  * messages are slower that way, so the ring cuts them into 1 MiB segments
- * (coll_ring.c). Set before
+ * (coll/ring.c). Set before
  * libfabric reads it, unless the host set it (FI_SHM_DISABLE_CMA=0 keeps
  * CMA); a libfabric the host initialised earlier keeps its own choice.
  */

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "coll.h"
+#include "conn.h"
 
 /* What rank 0 removes from a launched job's store folder at the end. */
 enum store_clean {

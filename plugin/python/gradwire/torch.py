@@ -95,7 +95,7 @@ _lib_loaded = None	# (source, value) of the timeout the hook had the library loa
 EXACT_ID = 1 << 31  # allreduce_id of every bucket's exact part
 ZERO_SLOT = 1 << 20  # the ZeRO hook's point-to-point slots: ZERO_SLOT + bucket
 STATE_VERSION = 2   # state_dict()'s; 2: EXACT_ID's stream comes first
-MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (plugin/coll.h), less
+MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (coll/coll.h), less
                     # EXACT_ID and PowerSGD's two factor streams
 
 
@@ -603,7 +603,7 @@ class State:
     def _ring_bytes(self, n):
         """Bytes this rank sends in an exact ring allreduce of n floats:
         every chunk but (rank + 1) in the reduce-scatter, every chunk but
-        (rank + 2) in the allgather (plugin/coll.c)."""
+        (rank + 2) in the allgather (coll/coll.c)."""
         if self.size == 1:
             return 0
         q, rem = divmod(n, self.size)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lowrank.h - the linear algebra of the PowerSGD codec, shared by the codec
- * (codec/powersgd.c, point to point) and the low-rank allreduce
- * (plugin/coll_lowrank.c), so that both compute the same bits. It is the
- * one codec header meant for another layer: it needs nothing of
- * codec_impl.h.
+ * lowrank_math.h - the linear algebra of PowerSGD, shared by codec/ and
+ * coll/: the codec (codec/powersgd.c, point to point, which implements
+ * these functions) and the low-rank allreduce (coll/lowrank.c) both use it,
+ * so that both compute the same bits. It sits in common/ because two floors
+ * share it; it needs nothing of codec_impl.h.
  *
  * Layouts. A tensor of n values is a row-major matrix M of rows x cols
  * (rows = ceil(n / cols); the tail of the last row is zero padding that is
@@ -15,8 +15,8 @@
  * Every function is deterministic: fixed summation orders, no contraction
  * (-ffp-contract=off), no dependence on the CPU or on threads.
  */
-#ifndef GW_LOWRANK_H
-#define GW_LOWRANK_H
+#ifndef GW_LOWRANK_MATH_H
+#define GW_LOWRANK_MATH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -27,7 +27,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "conn.h"
+
+/* The context the collectives run over (transport/conn.h: a caller that
+ * creates one includes it). */
+struct gw_ctx;
 
 #define GW_COLL_SLOT_BASE (UINT32_C(1) << 24)
 #define GW_COLL_STREAMS 1024
@@ -39,7 +42,7 @@ enum gw_coll_op {
 	GW_COLL_AVG = 1,
 };
 
-/* The allreduce algorithm (GRADWIRE_ALGO; coll_hier.c decides). */
+/* The allreduce algorithm (GRADWIRE_ALGO; hier.c decides). */
 enum gw_coll_algo {
 	GW_COLL_ALGO_AUTO = 0,	 /* hier where the hosts' layout allows it, else direct */
 	GW_COLL_ALGO_RING = 1,	 /* the flat ring over every rank, lossy calls too */
@@ -65,7 +68,7 @@ void gw_coll_set_segment(struct gw_coll *c, uint64_t bytes);
  * gw_coll_set_piece() - the hierarchical allreduce cuts a tensor into
  * pieces of about this many bytes (GW_COLL_PIECE_BYTES until set; 0: one
  * piece; never below ranks x the context's min_compress_bytes), whose
- * steps inside and across hosts overlap (coll_hier.c). Every
+ * steps inside and across hosts overlap (hier.c). Every
  * rank must set the same, and the same for every call: it decides the
  * slots, hence which error-feedback residual meets which values.
  */
@@ -92,7 +95,7 @@ void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo);
 /**
  * gw_coll_algo() - the allreduce algorithm these collectives run: "ring",
  * "direct" (flat: exact calls on the ring, lossy ones scatter-reduce-
- * allgather, coll_direct.c) or "hier". Decided from the set algorithm and
+ * allgather, direct.c) or "hier". Decided from the set algorithm and
  * the host ids of every rank (gw_ctx_host_id(), the same list on every
  * rank), so every rank decides alike; the reason is logged
  * (GRADWIRE_LOG=info, or warn when hier was asked for and cannot run).
@@ -133,7 +136,7 @@ int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv, size_t by
  *      Whatever the codec, every rank ends with the same bits. When every
  *      connection of every rank negotiated powersgd with the same
  *      parameters, lossy allreduces use PowerSGD's linear form instead
- *      (coll_lowrank.h: exact sums of the factors P and Q).
+ *      (lowrank.h: exact sums of the factors P and Q).
  * Return: 0 or -errno (the context's; -ETIMEDOUT when a peer died).
  */
 int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,

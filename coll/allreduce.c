@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_allreduce.c - gw_coll_allreduce(): the call check (coll.c), then
- * PowerSGD's linear form when every rank agreed on it (coll_lowrank.c),
- * else the ring (its reduce-scatter direct, coll_direct.c, for lossy calls)
- * or the hierarchical allreduce (coll_hier.c), then the average. Also the allreduce's halves as
+ * allreduce.c - gw_coll_allreduce(): the call check (check.c), then
+ * PowerSGD's linear form when every rank agreed on it (lowrank.c),
+ * else the ring (its reduce-scatter direct, direct.c, for lossy calls)
+ * or the hierarchical allreduce (hier.c), then the average. Also the allreduce's halves as
  * collectives of their own, with the same checks: the reduce-scatter and
  * the float allgather (member i owns chunk i). The top of the
  * collectives: it calls them, none of them calls it.
@@ -17,7 +17,7 @@
  * 132 u32 lossy       1: its link to the next rank compresses
  * 136 f64 bpv         that link's wire bytes per value (4 when exact)
  *
- * In the hierarchical allreduce (coll_hier.c, decided alike on every rank
+ * In the hierarchical allreduce (hier.c, decided alike on every rank
  * before this) only the links across hosts may compress: "the next rank" is
  * the next of the ring across hosts, and "every connection" every connection
  * to a rank of another host.
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "coll_impl.h"
-#include "coll_lowrank.h"
+#include "lowrank.h"
 
 #define SPEC_MAX 128
 
@@ -48,11 +48,12 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 {
 	enum { PROBE = 1 << 20 };
 	const struct gw_codec *k =
-		gw_ctx_codec(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1));
+		gw_ctx_codec(c->ctx, group_peer(c->hier.on ? &c->hier.cross : &c->world, 1));
 	uint64_t host = gw_ctx_host_id(c->ctx, c->rank);
 
 	const struct gw_codec *set = k;
-	int nset = gw_ctx_codec_set(c->ctx, group_peer(c->hier ? &c->cross : &c->world, 1), &set);
+	int nset = gw_ctx_codec_set(c->ctx, group_peer(c->hier.on ? &c->hier.cross : &c->world, 1),
+				    &set);
 
 	memset(m, 0, sizeof(*m));
 	m->powersgd = !nset;			    /* auto: the ring, whatever the set holds */
@@ -68,7 +69,7 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 		const struct gw_codec *cd = gw_ctx_codec(c->ctx, p);
 		char spec[SPEC_MAX] = "";
 
-		if (!cd || (c->hier && gw_ctx_host_id(c->ctx, p) == host))
+		if (!cd || (c->hier.on && gw_ctx_host_id(c->ctx, p) == host))
 			continue; /* our own rank, or exact links inside the host */
 		if (cd->ops->id != GW_CODEC_POWERSGD ||
 		    gw_codec_format(cd, spec, sizeof(spec)) < 0) {
@@ -85,7 +86,7 @@ static void first_lossy_mine(struct gw_coll *c, struct first_lossy *m, struct gw
 }
 
 /* The agreement (see the top of this file), once per gw_coll. */
-static int agree(struct gw_coll *c)
+static int agree_first_lossy(struct gw_coll *c)
 {
 	struct first_lossy mine, *all;
 	struct gw_codec lowrank;
@@ -100,16 +101,16 @@ static int agree(struct gw_coll *c)
 		return -ENOMEM;
 	rc = gw_coll_allgather(c, &mine, all, sizeof(mine));
 	if (!rc) {
-		c->lowrank = true;
+		c->lr.on = true;
 		c->lossy_links = false;
 		c->wire_bpv = 0;
 		for (int r = 0; r < c->size; r++) {
 			c->wire_bpv = all[r].bpv > c->wire_bpv ? all[r].bpv : c->wire_bpv;
 			c->lossy_links |= all[r].lossy != 0;
 			if (!all[r].powersgd || strncmp(all[r].spec, all[0].spec, SPEC_MAX))
-				c->lowrank = false;
+				c->lr.on = false;
 		}
-		c->lowrank_codec = lowrank;
+		c->lr.codec = lowrank;
 		c->agreed = true;
 	}
 	free(all);
@@ -132,12 +133,12 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 			rc = coll_auto_init(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the topology)", 0);
-		rc = coll_check_call(c, key, n, op, lossy);
+		rc = coll_check_call(c, key, n, op, lossy, &c->au.say, c->au.heard);
 		if (rc)
 			return rc;
 	}
 	if (lossy && size > 1 && n) { /* PowerSGD's own scheme, if agreed */
-		rc = agree(c);
+		rc = agree_first_lossy(c);
 		if (rc)
 			return coll_fail(c, rc, "allreduce (the first lossy call's agreement)", 0);
 		rc = gw_coll_lowrank_allreduce(c, slot_of(coll_stream_of(c, key), 0), buf, n);
@@ -203,7 +204,7 @@ static int shard_offsets(struct gw_coll *c, uint64_t n, const uint64_t *counts,
 			return -EINVAL;
 		c->offs[r] = at;
 		at += counts[r];
-		rule &= counts[r] == CNT(r);
+		rule &= counts[r] == chunk_cnt(r, q, rem);
 		for (int b = 0; b < 64; b += 8)
 			h = (h ^ ((counts[r] >> b) & 0xff)) * UINT64_C(0x100000001b3);
 	}
@@ -235,11 +236,12 @@ static int shard_begin(struct gw_coll *c, uint64_t key, uint64_t n, const uint64
 		rc = coll_auto_init(c);
 	if (rc)
 		return coll_fail(c, rc, what, 0);
-	rc = coll_check_call(c, offs ? key | KEY_CNT : key, offs ? hash : n, op, *lossy);
+	rc = coll_check_call(c, offs ? key | KEY_CNT : key, offs ? hash : n, op, *lossy, &c->au.say,
+			     c->au.heard);
 	if (rc)
 		return rc;
 	if (*lossy && n) {
-		rc = agree(c);
+		rc = agree_first_lossy(c);
 		if (rc)
 			return coll_fail(c, rc, what, 0);
 		if (!c->lossy_links)
@@ -275,11 +277,11 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 	rc = coll_hier_for(c, lossy, "reduce-scatter")
 		     ? coll_hier_reduce_scatter(c, key, buf, n, offs, lossy)
 		     : coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
-				     RING_RS | (lossy && c->direct ? RING_DIRECT : 0), -1);
+				     RING_RS | (lossy && c->hier.direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
-	lo = offs ? offs[c->rank] : OFF(c->rank);
-	hi = offs ? offs[c->rank + 1] : OFF(c->rank) + CNT(c->rank);
+	lo = offs ? offs[c->rank] : chunk_off(c->rank, q, rem);
+	hi = offs ? offs[c->rank + 1] : chunk_off(c->rank, q, rem) + chunk_cnt(c->rank, q, rem);
 	if (lossy)
 		coll_auto_end(c);
 	if (op == GW_COLL_AVG)
@@ -321,7 +323,7 @@ int gw_coll_allgather_f32_counts(struct gw_coll *c, uint32_t id, float *buf, uin
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: the owner's hop encodes once and keeps what its next
-	 * decodes; later hops forward that payload (coll_ring.c). */
+	 * decodes; later hops forward that payload (ring.c). */
 	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs, lossy, RING_AG, -1);
 	if (!rc && lossy)
 		coll_auto_end(c);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_lowrank.c - PowerSGD's allreduce: the linear form of the power
+ * lowrank.c - PowerSGD's allreduce: the linear form of the power
  * iteration, so that only the factors travel and every rank ends with the
  * same low-rank approximation of the sum.
  *
  * Each rank r holds M_r = x_r + e_r (its gradient plus its residual), seen
- * as a rows x cols matrix (codec/lowrank.h), and a Q that is the same on
+ * as a rows x cols matrix (common/lowrank_math.h), and a Q that is the same on
  * every rank (drawn from the agreed seed, then always the reduced Q):
  *
  *   P_r = M_r Q (Q's columns at unit length)   P = sum_r P_r  (exact ring*)
@@ -13,14 +13,14 @@
  *   Q_r = M_r^T P;  e_r = M_r - P Q_r^T         Q = sum_r Q_r  (exact ring*)
  *   result = P Q^T = P P^T sum_r M_r, kept Q for the next step's warm start
  *
- * (*: or the exact hierarchical allreduce where coll_hier.c chose it.)
+ * (*: or the exact hierarchical allreduce where hier.c chose it.)
  * Per step and rank, (rows + cols) * r' values enter the ring allreduces
  * instead of n. The exact ring gives every rank the same bits of P and Q,
  * and everything else is deterministic, so the replicas are bit-identical.
  *
  * When is it used. At the first lossy allreduce every rank states whether
  * all its connections negotiated powersgd with identical parameters, in the
- * one exact allgather of that call (coll_allreduce.c), which makes the
+ * one exact allgather of that call (allreduce.c), which makes the
  * decision unanimous: PowerSGD for every lossy allreduce of this gw_coll,
  * or never (the ring with the per-hop codec). A tensor then travels exactly (GW_LOWRANK_EXACT) when
  * it is below min_compress_bytes, when low rank does not save min_factor, during the first `warmup`
@@ -35,10 +35,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../codec/lowrank.h"
+#include "../common/lowrank_math.h"
 #include "../common/grow.h"
 #include "coll_impl.h"
-#include "coll_lowrank.h"
+#include "lowrank.h"
 
 #define RANGE_MAX 0x1p60f
 
@@ -55,7 +55,7 @@ static int factor_sum(struct gw_coll *c, uint32_t id, float *buf, uint64_t n)
 
 	if (c->err)
 		return c->err;
-	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0);
+	rc = coll_check_call(c, key, n, GW_COLL_SUM, 0, &c->au.say, c->au.heard);
 	return rc ? rc : coll_sum(c, key, buf, n, 0);
 }
 
@@ -92,15 +92,15 @@ static int form_m(float *buf, const float *res, uint64_t n)
 int gw_coll_lowrank_allreduce(struct gw_coll *c, uint32_t slot, float *buf, uint64_t n)
 {
 	struct gw_ctx *ctx = gw_coll_ctx(c);
-	const struct gw_codec *codec = &c->lowrank_codec;
-	struct lowrank_bufs *lr = &c->lr;
+	const struct gw_codec *codec = &c->lr.codec;
+	struct lowrank_bufs *lr = &c->lr.bufs;
 	struct gw_ctx_own e;
 	struct gw_psgd_view v;
 	uint64_t step, np;
 	float flag;
 	int rc;
 
-	if (!c->lowrank)
+	if (!c->lr.on)
 		return GW_LOWRANK_DECLINED;
 
 	gw_psgd_view(&codec->p, n, &v);

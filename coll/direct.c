@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_direct.c - the direct reduce-scatter, which makes the direct lossy
+ * direct.c - the direct reduce-scatter, which makes the direct lossy
  * allreduce (scatter-reduce-allgather, as in CGX): every value is
  * compressed twice, whatever the number of ranks.
  *
@@ -15,7 +15,7 @@
  *                   (owner, slot), straight to owner k - 1; the owner adds
  *                   the decoded parts to its own values, exactly, in float32,
  *                   in a fixed order (the schedule's, below);
- *   allgather       the ring's (coll_ring.c, RING_AG): the owner encodes its
+ *   allgather       the ring's (ring.c, RING_AG): the owner encodes its
  *                   sum once and keeps what the next rank decodes, later
  *                   hops forward that payload byte for byte, so every rank
  *                   ends with the owner's bits.
@@ -50,9 +50,9 @@
  * descheduled (ranks that outnumber cores) holds up every other.
  * Up to WINDOW units are in flight (fewer when their staged residuals would
  * exceed STAGED_MAX values), so each member has a few peers at once, as
- * the ring has: the first version sent to all size - 1 owners at once and,
- * with 8 ranks on 2 cores over shm, took 3-5x the ring's time (many-to-one
- * copies through shm's shared buffers).
+ * the ring has: sending to all size - 1 owners at once made many-to-one
+ * copies through shm's shared buffers, far slower than the ring with ranks
+ * that outnumber cores.
  *
  * Over shm (every member reached over it) one unit at a time. libfabric
  * 1.17's shm copies a message into the receiver's shared buffers holding
@@ -61,21 +61,21 @@
  * a time. With a window of 8 units, which a chunk of one segment (16 MiB at
  * 8 ranks) fills with all size - 1 peers, every region had size - 1 writers
  * at once; with ranks that outnumber cores a writer preempted mid-copy left
- * the others spinning out their slices: pthread_spin_lock took 10% of the
- * samples (the ring 1-2%), and the direct allreduce 1.9-2.2x the ring's CPU
- * and 1.8-2.2x its time (8 ranks on 2 cores, 16 MiB int8). One unit in flight makes
- * the exchange pairwise in lockstep - a receiver copies a message out only
- * once its receive is posted, so a sender ahead waits - and each region has
- * about one writer, as in the ring: 0.96-1.36x the ring's time, and
- * 1.07-1.17x with the pairs of a power of two (the schedule, below), 1.3-1.4x
- * its CPU (docs/performance.md). Two units in flight were slower than one.
+ * the others spinning out their slices, and the direct allreduce spent far
+ * more CPU and time than the ring. One unit in flight makes the exchange
+ * pairwise in lockstep - a receiver copies a message out only once its
+ * receive is posted, so a sender ahead waits - and each region has about
+ * one writer, as in the ring, which brings it near the ring's time; two
+ * units in flight were slower than one (see docs/performance.md, the table
+ * "8 ranks on loopback (2 cores)": direct time and CPU against the ring's,
+ * before and after).
  */
 #include <string.h>
 #include "coll_impl.h"
 
 #define WINDOW 8		       /* units in flight, at most */
 #define SHM_WINDOW 1		       /* the same over shm: see the top of this file */
-#define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as coll_ring.c's */
+#define STAGED_MAX (UINT64_C(8) << 20) /* values of staged residuals; as ring.c's */
 
 /*
  * Unit u: segment u / (size - 1), with step d = 1 + u % (size - 1). Return
@@ -99,7 +99,7 @@ static uint32_t unit_seg(const struct ring *g, uint32_t u, int *from, int *to)
 
 /* The requests of unit u, its receive then its send: two of g->rr, a pair
  * per unit in flight (g->rr holds the ring's units, at least that many). */
-static struct gw_ctx_req *bank(const struct ring *g, uint32_t u)
+static struct gw_ctx_req *unit_reqs(const struct ring *g, uint32_t u)
 {
 	return g->rr + 2 * (size_t)(u % g->dwindow);
 }
@@ -181,12 +181,12 @@ int coll_direct_step(struct gw_coll *c, struct ring *g)
 
 	while (g->ddone < units) {
 		while (g->dposted < units && g->dposted - g->ddone < g->dwindow) {
-			rc = post_unit(c, g, g->dposted, bank(g, g->dposted));
+			rc = post_unit(c, g, g->dposted, unit_reqs(g, g->dposted));
 			g->dposted++;
 			if (rc)
 				return rc;
 		}
-		rc = finish_unit(c, g, g->ddone, bank(g, g->ddone));
+		rc = finish_unit(c, g, g->ddone, unit_reqs(g, g->ddone));
 		if (rc)
 			return rc;
 		g->ddone++;

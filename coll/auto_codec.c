@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_auto.c - GRADWIRE_CODEC=auto: each link's codec, chosen from what the
+ * auto_codec.c - GRADWIRE_CODEC=auto: each link's codec, chosen from what the
  * link measures, and chosen again when that changes (docs/codecs.md, "auto").
  *
  * Who chooses. The receiver of a link, for what it receives. Each rank
- * states its choice (a codec wire id) and its link's rate in the call
- * check's descriptor (coll.c), so after the check every rank knows every
+ * states its choice (a codec wire id) and its link's rate beside its call
+ * check's descriptor (struct coll_auto_say; check.c carries it), so after
+ * the check every rank knows every
  * rank's, and a sender encodes what it sends to rank p with p's choice
  * from that call on: both ends switch at the same call boundary. The
  * payload names its codec under the MAC, and the receiver checks it is one
@@ -15,7 +16,7 @@
  * (forwarded along the ring), uses the choice of the slowest link: the
  * rank that states the lowest rate, the lowest such rank on a tie (a rank
  * that states no rate yet counts only while none does: then the lowest
- * rank's choice). Every rank computes the same from the same descriptors,
+ * rank's choice). Every rank computes the same from the same statements,
  * so every replica keeps the same bits (the owner rule holds per call).
  * A hop whose payload is not compressed (`none` chosen, or a link that
  * does not compress) passes the values on exactly, never re-encoded.
@@ -42,14 +43,14 @@
  * for one call (the codec the link had runs its first, as stated before it
  * began), all ranks in the same calls (it starts when some rank asks
  * for it in the call check: at the first lossy call, and when a rank's
- * call time per value moved by CHANGE or more, changed() below), except codecs the
- * prediction puts at PRUNE times the best or worse (on a slow link,
- * `none`). Then the fastest measured codec is chosen. Between
+ * call time per value moved by CHANGE or more, link_changed() below),
+ * except codecs the prediction puts at PRUNE times the best or worse (on a
+ * slow link, `none`). Then the fastest measured codec is chosen. Between
  * explorations the current codec's time keeps being measured, and a switch
  * to another explored codec needs GAIN for STREAK calls in a row, so that
  * the choice does not flap on noise; only while the current codec's time
  * stays within CHANGE of its own at the choice (beyond, the link changed
- * and the others' times are stale: changed() explores again).
+ * and the others' times are stale: link_changed() explores again).
  */
 #include <errno.h>
 #include <math.h>
@@ -59,7 +60,6 @@
 
 #define PROBE_FRAMES 4
 #define PROBE_VALUES (64u << 10) /* 256 KiB per frame */
-#define PROBE_STEP 1024u	 /* the probe's slots: the call check's, from here */
 #define GAIN 1.15		 /* a switch must be this much faster */
 #define STREAK 3		 /* ... for this many calls in a row */
 #define CHANGE 2.0		 /* a call time that moved this much */
@@ -68,15 +68,14 @@
 #define OVERLAP_REST 0.25	 /* what is left of the smaller part (above) */
 #define SENDER_BOUND 1.5	 /* arrivals within 1.5x the codecs' time */
 
-_Static_assert(PROBE_STEP + PROBE_FRAMES <= (1u << STEP_BITS) && PROBE_STEP >= 32,
-	       "the probe's slots follow the call check's rounds");
+_Static_assert(PROBE_FRAMES <= (1u << STEP_BITS), "the probe's frames fit its slots");
 
 #define alog(c, lvl, ...) gw_log(gw_ctx_log_level((c)->ctx), (lvl), (c)->rank, __VA_ARGS__)
 
-/* The group whose links may compress (coll_hier.c decided it). */
+/* The group whose links may compress (hier.c decided it). */
 static const struct coll_group *lossy_group(const struct gw_coll *c)
 {
-	return c->hier ? &c->cross : &c->world;
+	return c->hier.on ? &c->hier.cross : &c->world;
 }
 
 /* The set of the first auto connection of the lossy group, or 0. */
@@ -121,15 +120,15 @@ static uint8_t rate_class(double rate)
 	return (uint8_t)(q < 1 ? 1 : q > 127 ? 127 : q);
 }
 
-/* Update what this rank states in the next call check (c->au.say). */
-static void restate(struct gw_coll *c)
+/* Update what this rank states at the next call check (c->au.say). */
+static void update_statement(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 
-	a->say[0] = a->mine;
+	a->say.choice = a->mine;
 	/* Forced (gw_coll_auto_force()): no rate, so that the schedules alone
 	 * decide the owners' codec too, whatever the timings. */
-	a->say[1] = (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0));
+	a->say.rate = (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0));
 }
 
 int coll_auto_init(struct gw_coll *c)
@@ -143,14 +142,13 @@ int coll_auto_init(struct gw_coll *c)
 	a->on = auto_set(c, &set) > 0;
 	if (!a->on)
 		return 0;
-	a->want = calloc((size_t)c->size, 2);
+	a->heard = calloc((size_t)c->size, sizeof(*a->heard));
 	a->probe_buf = calloc(2 * PROBE_VALUES, sizeof(float));
-	if (!a->want || !a->probe_buf)
+	if (!a->heard || !a->probe_buf)
 		return -ENOMEM;
-	a->rate_of = a->want + c->size;
 	a->probe = !a->nforce;
 	a->explore = -1;
-	restate(c);
+	update_statement(c);
 	return 0;
 }
 
@@ -208,7 +206,7 @@ static int poll_all(struct gw_coll *c, struct gw_ctx_req *r, int n)
 
 /* The probe: PROBE_FRAMES exact frames to the next member of the lossy
  * group, as many from the previous, timed on arrival. */
-static int probe(struct gw_coll *c)
+static int probe_rate(struct gw_coll *c)
 {
 	const struct coll_group *g = lossy_group(c);
 	float *out = c->au.probe_buf, *in = out + PROBE_VALUES;
@@ -218,13 +216,13 @@ static int probe(struct gw_coll *c)
 
 	flows_reset(c);
 	for (unsigned i = 0; i < PROBE_FRAMES && !rc; i++) {
-		uint32_t slot = slot_of(ID_CALL, PROBE_STEP + i);
+		uint32_t slot = slot_of(ID_AUTO_PROBE, i);
 
 		rc = gw_ctx_irecv(c->ctx, group_peer(g, -1), slot, in, PROBE_VALUES, 0, &r[k]);
 		k += !rc;
 	}
 	for (unsigned i = 0; i < PROBE_FRAMES && !rc; i++) {
-		uint32_t slot = slot_of(ID_CALL, PROBE_STEP + i);
+		uint32_t slot = slot_of(ID_AUTO_PROBE, i);
 
 		rc = gw_ctx_isend(c->ctx, group_peer(g, 1), slot, out, PROBE_VALUES, 0, &r[k]);
 		k += !rc;
@@ -247,7 +245,7 @@ static int probe(struct gw_coll *c)
 }
 
 /* Put the codec each link carries now into the statistics. */
-static void record(struct gw_coll *c)
+static void record_link_codecs(struct gw_coll *c)
 {
 	const struct coll_group *g = lossy_group(c);
 
@@ -256,7 +254,7 @@ static void record(struct gw_coll *c)
 
 		/* Trials show but are no switch; a choice outside this link's
 		 * set leaves it the connection's default (ctx_send.c). */
-		unsigned w = c->au.want[p], trial = w & COLL_AUTO_TRIAL;
+		unsigned w = c->au.heard[p].choice, trial = w & COLL_AUTO_TRIAL;
 
 		if (w &&
 		    gw_ctx_link_codec(c->ctx, p, (w & ~COLL_AUTO_TRIAL) - 1u, trial) == -ENOENT)
@@ -280,28 +278,28 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 	if (!a->on)
 		return 0;
 	for (int r = 0; r < c->size; r++) {
-		unsigned q = a->rate_of[r] & 0x7fu;
+		unsigned q = a->heard[r].rate & 0x7fu;
 
-		probe_asked |= (a->rate_of[r] & 0x80u) != 0;
-		if (!a->want[r])
+		probe_asked |= (a->heard[r].rate & 0x80u) != 0;
+		if (!a->heard[r].choice)
 			continue;
 		/* The lowest stated rate; a rank stating none counts only while
 		 * no rank states one (then the lowest rank's choice). */
 		if (slow < 0 ||
-		    (q && (!(a->rate_of[slow] & 0x7fu) || q < (a->rate_of[slow] & 0x7fu))))
+		    (q && (!(a->heard[slow].rate & 0x7fu) || q < (a->heard[slow].rate & 0x7fu))))
 			slow = r;
 	}
-	a->ag = slow < 0 ? 0 : (uint8_t)(a->want[slow] & ~COLL_AUTO_TRIAL);
+	a->ag = slow < 0 ? 0 : (uint8_t)(a->heard[slow].choice & ~COLL_AUTO_TRIAL);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
-		rc = probe(c);
+		rc = probe_rate(c);
 		if (rc)
 			return rc;
 		coll_auto_explore(a);
 		a->ref = key; /* the same on every rank (the call check) */
 	}
 	flows_reset(c);
-	record(c);
-	restate(c);
+	record_link_codecs(c);
+	update_statement(c);
 	a->n = n;
 	a->timed = key == a->ref;
 	a->t0 = gw_now_ns();
@@ -323,7 +321,7 @@ int gw_coll_auto_force(struct gw_coll *c, const uint8_t *ids, size_t n)
 		a->explore = -1;
 		a->mine = (uint8_t)(ids[a->iforce++ % n] + 1u);
 	}
-	restate(c);
+	update_statement(c);
 	return 0;
 }
 
@@ -333,12 +331,12 @@ unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
 
 	if (!c->au.on)
 		return 0;
-	id = owner ? c->au.ag : c->au.want[peer] & ~COLL_AUTO_TRIAL;
+	id = owner ? c->au.ag : c->au.heard[peer].choice & ~COLL_AUTO_TRIAL;
 	return id ? GW_CTX_CODEC(id - 1) : 0;
 }
 
 /* Predicted seconds for v values of k at rate bytes/s; < 0: no figures. */
-static double predict(struct gw_coll *c, const struct gw_codec *k, double v, double rate)
+static double predict_time(struct gw_coll *c, const struct gw_codec *k, double v, double rate)
 {
 	const struct gw_codec_speed *s = speed_of(c, k);
 	double cpu, wire;
@@ -351,7 +349,7 @@ static double predict(struct gw_coll *c, const struct gw_codec *k, double v, dou
 }
 
 /* Take this call's arrivals as a rate sample. */
-static void sample(struct gw_coll *c, const struct gw_codec *set, int n)
+static void sample_rate(struct gw_coll *c, const struct gw_codec *set, int n)
 {
 	struct coll_auto *a = &c->au;
 	struct gw_ctx_flow f;
@@ -380,12 +378,12 @@ static void sample(struct gw_coll *c, const struct gw_codec *set, int n)
 }
 
 /* Codec k of set, or NULL: is it predicted PRUNE times the best or worse? */
-static bool pruned(struct gw_coll *c, const struct gw_codec *set, int n, int k)
+static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, int n, int k)
 {
-	double best = -1, tk = predict(c, &set[k], 1e6, c->au.rate);
+	double best = -1, tk = predict_time(c, &set[k], 1e6, c->au.rate);
 
 	for (int i = 0; i < n; i++) {
-		double t = predict(c, &set[i], 1e6, c->au.rate);
+		double t = predict_time(c, &set[i], 1e6, c->au.rate);
 
 		if (t >= 0 && (best < 0 || t < best))
 			best = t;
@@ -394,7 +392,8 @@ static bool pruned(struct gw_coll *c, const struct gw_codec *set, int n, int k)
 }
 
 /* The fastest codec measured in this exploration, or NULL. */
-static const struct gw_codec *fastest(const struct coll_auto *a, const struct gw_codec *set, int n)
+static const struct gw_codec *fastest_explored(const struct coll_auto *a,
+					       const struct gw_codec *set, int n)
 {
 	const struct gw_codec *best = NULL;
 
@@ -409,7 +408,7 @@ static const struct gw_codec *fastest(const struct coll_auto *a, const struct gw
 }
 
 /* Choose k for the link into this rank from the next call on. */
-static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
+static void choose_codec(struct gw_coll *c, const struct gw_codec *k, const char *why)
 {
 	struct coll_auto *a = &c->au;
 	const char *old = "(first choice)";
@@ -434,8 +433,8 @@ static void choose(struct gw_coll *c, const struct gw_codec *k, const char *why)
 	a->quiet = 0;
 }
 
-/* An exploration's next call: codec set[i] (or, pruned, the best
- * predicted), or the end of it. */
+/* An exploration's next call: the next codec of set not yet timed in it
+ * and not predicted too slow, or the end of it (the fastest measured). */
 static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 {
 	struct coll_auto *a = &c->au;
@@ -451,7 +450,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 			a->explore++;
 			continue;
 		}
-		if (!pruned(c, set, n, a->explore))
+		if (!predicted_too_slow(c, set, n, a->explore))
 			break;
 		alog(c, GW_LOG_DEBUG, "auto: %s not tried: predicted %.1fx the best or worse",
 		     set[a->explore].ops->name, PRUNE);
@@ -464,7 +463,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 	a->explore = -1;
 	a->quiet = 0;
 	a->nlast = 0;
-	best = fastest(a, set, n);
+	best = fastest_explored(a, set, n);
 	cur = a->chosen ? a->chosen - 1u : 0;
 	/* The choice it had stays unless another was GAIN faster (noise). */
 	if (best && a->chosen && cur < COLL_AUTO_IDS && a->tau_epoch[cur] == a->epoch &&
@@ -476,7 +475,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 		return;
 	}
 	if (best)
-		choose(c, best, "measured each");
+		choose_codec(c, best, "measured each");
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -497,7 +496,7 @@ static int cmp_double(const void *x, const void *y)
  * link that changed by a factor of 20 should not wait for QUIET). The rate
  * alone is no sign: its samples under one codec and another differ where
  * the senders bound them. */
-static bool changed(struct coll_auto *a, double tau, double explored)
+static bool link_changed(struct coll_auto *a, double tau, double explored)
 {
 	double m[3], big = CHANGE * CHANGE;
 
@@ -543,7 +542,7 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 		return;
 	}
 	a->quiet++;
-	if (changed(a, tau, a->tau_chosen)) {
+	if (link_changed(a, tau, a->tau_chosen)) {
 		alog(c, GW_LOG_INFO,
 		     "auto: link into rank %d changed (%.1f MB/s, %.3f ns per value against "
 		     "%.3f): trying each codec again",
@@ -553,8 +552,8 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 	}
 	/* The other codecs' times were measured on the link as it was. When
 	 * the chosen one's moved CHANGE from its own then, the link changed
-	 * and they are stale: no switch on them (changed() explores again). */
-	best = fastest(a, set, n);
+	 * and they are stale: no switch on them (link_changed() explores again). */
+	best = fastest_explored(a, set, n);
 	cur = a->chosen ? a->tau[a->chosen - 1] : 0;
 	if (!best || !a->chosen || best->ops->id + 1u == a->chosen ||
 	    cur < GAIN * a->tau[best->ops->id] || cur > CHANGE * a->tau_chosen ||
@@ -567,10 +566,10 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 		a->streak = 0;
 	}
 	if (++a->streak >= STREAK)
-		choose(c, best, "measured faster");
+		choose_codec(c, best, "measured faster");
 }
 
-static void end(struct gw_coll *c)
+static void time_and_choose(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 	const struct gw_codec *set;
@@ -580,7 +579,7 @@ static void end(struct gw_coll *c)
 	if (!a->on || !n || !a->n)
 		return;
 	tau = (double)(gw_now_ns() - a->t0) / (double)a->n;
-	sample(c, set, n);
+	sample_rate(c, set, n);
 	if (a->nforce) { /* gw_coll_auto_force() */
 		a->mine = (uint8_t)(a->force[a->iforce++ % a->nforce] + 1u);
 		return;
@@ -596,7 +595,7 @@ static void end(struct gw_coll *c)
 void coll_auto_end(struct gw_coll *c)
 {
 	if (c->au.on) {
-		end(c);
-		restate(c);
+		time_and_choose(c);
+		update_statement(c);
 	}
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_hier.c - the topology of the ranks and the hierarchical (2-D)
- * allreduce, over the ring engine (coll_ring.c) run on sub-groups.
+ * hier.c - the topology of the ranks and the hierarchical (2-D)
+ * allreduce, over the ring engine (ring.c) run on sub-groups.
  *
  * Topology. Every rank holds every rank's host id (gw_ctx_host_id(): read
  * from the store, the same list everywhere), so every rank computes the same
@@ -13,10 +13,10 @@
  * logged: info for auto, warn when hier was asked for).
  *
  * The hierarchical allreduce of n values, L ranks per host, H hosts:
- *   1. reduce-scatter inside the host, exact (the local ring: c->local):
+ *   1. reduce-scatter inside the host, exact (the local ring: c->hier.local):
  *      local rank i then holds its host's sum of chunk (i + 1) % L;
  *   2. allreduce of that chunk across hosts among the H ranks of local index
- *      i (the cross ring: c->cross), with the negotiated codec when lossy:
+ *      i (the cross ring: c->hier.cross), with the negotiated codec when lossy:
  *      error feedback per (peer, slot) and the owner rule, so the H ranks
  *      end with the same bits of it;
  *   3. allgather inside the host, exact.
@@ -29,7 +29,7 @@
  *
  * The pipeline. The three steps would add up: on a slow link the cross
  * ring is link-bound and the local ones CPU-bound, so they overlap instead.
- * The tensor is cut into P pieces of about c->piece_bytes (pieces()), and
+ * The tensor is cut into P pieces of about c->piece_bytes (piece_count()), and
  * each goes through the three steps on its own: RS(p) inside the host,
  * X(p) across, AG(p) inside. One thread drives the two rings at once
  * (pipe_run()), stepping each without blocking (coll_ring_step()):
@@ -101,35 +101,36 @@ static int build_groups(struct gw_coll *c, const int *idx, int nhosts, int per_h
 {
 	int mine = idx[c->rank];
 
-	free(c->local.rank);
-	free(c->cross.rank);
-	free(c->grid);
-	free(c->hrs.offs);
-	c->local = (struct coll_group){ .size = per_host, .name = "allreduce inside the host" };
-	c->cross = (struct coll_group){ .size = nhosts, .name = "allreduce across hosts" };
-	c->local.rank = malloc((size_t)per_host * sizeof(int));
-	c->cross.rank = malloc((size_t)nhosts * sizeof(int));
-	c->grid = malloc((size_t)nhosts * (size_t)per_host * sizeof(int));
-	c->hrs.offs = malloc((2 * (size_t)per_host + (size_t)nhosts + 3) * sizeof(uint64_t));
-	if (!c->local.rank || !c->cross.rank || !c->grid || !c->hrs.offs)
+	free(c->hier.local.rank);
+	free(c->hier.cross.rank);
+	free(c->hier.grid);
+	free(c->hier.rs.offs);
+	c->hier.local =
+		(struct coll_group){ .size = per_host, .name = "allreduce inside the host" };
+	c->hier.cross = (struct coll_group){ .size = nhosts, .name = "allreduce across hosts" };
+	c->hier.local.rank = malloc((size_t)per_host * sizeof(int));
+	c->hier.cross.rank = malloc((size_t)nhosts * sizeof(int));
+	c->hier.grid = malloc((size_t)nhosts * (size_t)per_host * sizeof(int));
+	c->hier.rs.offs = malloc((2 * (size_t)per_host + (size_t)nhosts + 3) * sizeof(uint64_t));
+	if (!c->hier.local.rank || !c->hier.cross.rank || !c->hier.grid || !c->hier.rs.offs)
 		return -ENOMEM;
 	for (int h = 0; h < nhosts; h++) {
 		int k = 0;
 
 		for (int r = 0; r < c->size; r++)
 			if (idx[r] == h)
-				c->grid[h * per_host + k++] = r;
+				c->hier.grid[h * per_host + k++] = r;
 	}
 	for (int i = 0; i < per_host; i++) {
-		c->local.rank[i] = c->grid[mine * per_host + i];
-		if (c->local.rank[i] == c->rank)
-			c->local.me = i;
+		c->hier.local.rank[i] = c->hier.grid[mine * per_host + i];
+		if (c->hier.local.rank[i] == c->rank)
+			c->hier.local.me = i;
 	}
-	c->cross.me = mine;
+	c->hier.cross.me = mine;
 	for (int h = 0; h < nhosts; h++)
-		c->cross.rank[h] = c->grid[h * per_host + c->local.me];
-	coll_group_links(c, &c->local);
-	coll_group_links(c, &c->cross);
+		c->hier.cross.rank[h] = c->hier.grid[h * per_host + c->hier.local.me];
+	coll_group_links(c, &c->hier.local);
+	coll_group_links(c, &c->hier.cross);
 	return 0;
 }
 
@@ -139,7 +140,7 @@ int coll_decide(struct gw_coll *c)
 	const char *why = NULL;
 	char buf[160];
 
-	if (c->decided)
+	if (c->hier.decided)
 		return 0;
 	idx = calloc((size_t)c->size, sizeof(int));
 	count = calloc((size_t)c->size, sizeof(int));
@@ -150,49 +151,51 @@ int coll_decide(struct gw_coll *c)
 	nhosts = host_index(c, idx);
 	for (int r = 0; r < c->size; r++)
 		count[idx[r]]++;
-	c->nhosts = nhosts;
-	c->per_host = count[idx[c->rank]];
-	c->hier = false;
-	if (c->algo_set == GW_COLL_ALGO_RING || c->algo_set == GW_COLL_ALGO_DIRECT)
-		why = c->algo_set == GW_COLL_ALGO_RING ? "GRADWIRE_ALGO=ring"
-						       : "GRADWIRE_ALGO=direct";
+	c->hier.nhosts = nhosts;
+	c->hier.per_host = count[idx[c->rank]];
+	c->hier.on = false;
+	if (c->hier.algo_set == GW_COLL_ALGO_RING || c->hier.algo_set == GW_COLL_ALGO_DIRECT)
+		why = c->hier.algo_set == GW_COLL_ALGO_RING ? "GRADWIRE_ALGO=ring"
+							    : "GRADWIRE_ALGO=direct";
 	else
 		why = why_not(nhosts, count, buf, sizeof(buf));
 	if (!why) {
-		rc = build_groups(c, idx, nhosts, c->per_host);
+		rc = build_groups(c, idx, nhosts, c->hier.per_host);
 		if (rc)
 			goto out;
-		c->hier = true;
+		c->hier.on = true;
 		gw_log(lvl, GW_LOG_INFO, c->rank,
 		       "allreduce: hierarchical, %d hosts x %d ranks (local index %d; "
 		       "across hosts with ranks %d and %d)",
-		       nhosts, c->per_host, c->local.me, group_peer(&c->cross, -1),
-		       group_peer(&c->cross, 1));
+		       nhosts, c->hier.per_host, c->hier.local.me, group_peer(&c->hier.cross, -1),
+		       group_peer(&c->hier.cross, 1));
 	} else {
-		gw_log(lvl, c->algo_set == GW_COLL_ALGO_HIER ? GW_LOG_WARN : GW_LOG_INFO, c->rank,
-		       "allreduce: the ring over %d ranks on %d host%s%s: %s", c->size, nhosts,
-		       nhosts == 1 ? "" : "s",
-		       c->algo_set == GW_COLL_ALGO_HIER
+		gw_log(lvl, c->hier.algo_set == GW_COLL_ALGO_HIER ? GW_LOG_WARN : GW_LOG_INFO,
+		       c->rank, "allreduce: the ring over %d ranks on %d host%s%s: %s", c->size,
+		       nhosts, nhosts == 1 ? "" : "s",
+		       c->hier.algo_set == GW_COLL_ALGO_HIER
 			       ? ", not the hierarchical allreduce asked for"
 			       : "",
 		       why);
 	}
 	/* A lossy allreduce compresses each value twice, whatever the ranks
-	 * (coll_direct.c; in hier, across hosts), unless the ring was asked
-	 * for. Over shm too: there it runs one unit at a time (coll_direct.c),
-	 * and 8 ranks on 2 cores took about the ring's time (16 MiB int8,
-	 * docs/performance.md), where all peers at once took 2-2.4x. */
-	c->direct = c->algo_set != GW_COLL_ALGO_RING;
-	why = !c->direct		 ? "GRADWIRE_ALGO=ring"
-	      : !c->hier && c->world.shm ? "every rank on this host, over shm: one peer at a time"
-					 : NULL;
+	 * (direct.c; in hier, across hosts), unless the ring was asked
+	 * for. Over shm too: there it runs one unit at a time (direct.c),
+	 * which keeps it near the ring's time where all peers at once were
+	 * far slower (docs/performance.md, the table "8 ranks on loopback
+	 * (2 cores)"). */
+	c->hier.direct = c->hier.algo_set != GW_COLL_ALGO_RING;
+	why = !c->hier.direct ? "GRADWIRE_ALGO=ring"
+	      : !c->hier.on && c->world.shm
+		      ? "every rank on this host, over shm: one peer at a time"
+		      : NULL;
 	gw_log(lvl, GW_LOG_INFO, c->rank, "allreduce: lossy calls %s%s%s%s",
-	       c->hier ? "across hosts " : "",
-	       c->direct ? "direct (scatter-reduce-allgather: each value compressed twice, "
-			   "whatever the ranks)"
-			 : "on the ring (each value compressed at every hop)",
+	       c->hier.on ? "across hosts " : "",
+	       c->hier.direct ? "direct (scatter-reduce-allgather: each value compressed twice, "
+				"whatever the ranks)"
+			      : "on the ring (each value compressed at every hop)",
 	       why ? ": " : "", why ? why : "");
-	c->decided = true;
+	c->hier.decided = true;
 out:
 	free(idx);
 	free(count);
@@ -204,10 +207,10 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 	if (coll_decide(c))
 		return NULL;
 	if (hosts)
-		*hosts = c->nhosts;
+		*hosts = c->hier.nhosts;
 	if (per_host)
-		*per_host = c->per_host;
-	return c->hier ? "hier" : c->direct ? "direct" : "ring";
+		*per_host = c->hier.per_host;
+	return c->hier.on ? "hier" : c->hier.direct ? "direct" : "ring";
 }
 
 /*
@@ -227,10 +230,12 @@ const char *gw_coll_algo(struct gw_coll *c, int *hosts, int *per_host)
 /* A sleep in gw_ctx_progress() when neither ring can move, at most. */
 #define SLEEP_MS 50
 
-static uint32_t pieces(const struct gw_coll *c, uint64_t n)
+static uint32_t piece_count(const struct gw_coll *c, uint64_t n)
 {
-	uint32_t steps = 2 * (uint32_t)(c->per_host > c->nhosts ? c->per_host : c->nhosts) - 2;
-	uint64_t ranks = (uint64_t)c->per_host * (uint64_t)c->nhosts;
+	uint32_t steps = 2 * (uint32_t)(c->hier.per_host > c->hier.nhosts ? c->hier.per_host
+									  : c->hier.nhosts) -
+			 2;
+	uint64_t ranks = (uint64_t)c->hier.per_host * (uint64_t)c->hier.nhosts;
 	uint64_t least = gw_ctx_min_compress_bytes(c->ctx) < UINT64_MAX / ranks
 				 ? ranks * gw_ctx_min_compress_bytes(c->ctx)
 				 : UINT64_MAX;
@@ -244,8 +249,8 @@ static uint32_t pieces(const struct gw_coll *c, uint64_t n)
 	if (p > most)
 		p = most;
 	/* At least one value of each piece for every rank of the host. */
-	if (p > n / (uint64_t)c->per_host)
-		p = n / (uint64_t)c->per_host;
+	if (p > n / (uint64_t)c->hier.per_host)
+		p = n / (uint64_t)c->hier.per_host;
 	return p ? (uint32_t)p : 1;
 }
 
@@ -281,8 +286,8 @@ static float *piece_of(const struct pipe *pp, uint32_t p, uint64_t *cnt)
 {
 	uint64_t q = pp->n / pp->npieces, rem = pp->n % pp->npieces;
 
-	*cnt = CNT(p);
-	return pp->buf + OFF(p);
+	*cnt = chunk_cnt(p, q, rem);
+	return pp->buf + chunk_off(p, q, rem);
 }
 
 /* Shard r of the reduce-scatter's tensor: its first value, *cnt values. */
@@ -290,8 +295,8 @@ static uint64_t shard_of(const struct pipe *pp, int r, uint64_t *cnt)
 {
 	uint64_t q = pp->n / (uint64_t)pp->c->size, rem = pp->n % (uint64_t)pp->c->size;
 
-	*cnt = pp->offs ? pp->offs[r + 1] - pp->offs[r] : CNT(r);
-	return pp->offs ? pp->offs[r] : OFF(r);
+	*cnt = pp->offs ? pp->offs[r + 1] - pp->offs[r] : chunk_cnt(r, q, rem);
+	return pp->offs ? pp->offs[r] : chunk_off(r, q, rem);
 }
 
 /* Piece p of shard r: its first value, *cnt values (pieces of every shard
@@ -300,12 +305,12 @@ static uint64_t shard_piece(const struct pipe *pp, int r, uint32_t p, uint64_t *
 {
 	uint64_t k, at = shard_of(pp, r, &k), q = k / pp->npieces, rem = k % pp->npieces;
 
-	*cnt = CNT(p);
-	return at + OFF(p);
+	*cnt = chunk_cnt(p, q, rem);
+	return at + chunk_off(p, q, rem);
 }
 
 /*
- * Piece p of the reduce-scatter in c->hrs.tmp, which holds the pieces in
+ * Piece p of the reduce-scatter in c->hier.rs.tmp, which holds the pieces in
  * turn, each the slices of its local indices in turn, each slice the
  * pieces of its ranks' shards host after host. Return: where piece p
  * begins; *np its values, lo[0..L] its slices' offsets in it, and xo[0..H]
@@ -315,7 +320,7 @@ static uint64_t rs_piece(const struct pipe *pp, uint32_t p, uint64_t *np, uint64
 			 uint64_t *xo)
 {
 	const struct gw_coll *c = pp->c;
-	const int L = c->per_host, H = c->nhosts;
+	const int L = c->hier.per_host, H = c->hier.nhosts;
 	uint64_t begin = 0, at = 0, k;
 
 	for (int r = 0; r < c->size; r++) /* the pieces before p of every shard */
@@ -323,34 +328,34 @@ static uint64_t rs_piece(const struct pipe *pp, uint32_t p, uint64_t *np, uint64
 	for (int i = 0; i < L; i++) {
 		lo[i] = at;
 		for (int h = 0; h < H; h++) {
-			if (xo && i == c->local.me)
+			if (xo && i == c->hier.local.me)
 				xo[h] = at - lo[i];
-			shard_piece(pp, c->grid[h * L + i], p, &k);
+			shard_piece(pp, c->hier.grid[h * L + i], p, &k);
 			at += k;
 		}
 	}
 	lo[L] = at;
 	if (xo)
-		xo[H] = lo[c->local.me + 1] - lo[c->local.me];
+		xo[H] = lo[c->hier.local.me + 1] - lo[c->hier.local.me];
 	*np = at;
 	return begin;
 }
 
-/* Copy piece p of every shard into c->hrs.tmp (in: before its reduce-
+/* Copy piece p of every shard into c->hier.rs.tmp (in: before its reduce-
  * scatter inside the host), or this rank's back into the tensor (out:
  * once it went across hosts). */
 static void rs_copy(struct pipe *pp, uint32_t p, bool in)
 {
 	struct gw_coll *c = pp->c;
-	const int L = c->per_host, H = c->nhosts;
-	uint64_t *lo = c->hrs.offs + L + 1, xo[2], np, k, o;
-	float *t = c->hrs.tmp + rs_piece(pp, p, &np, lo, NULL);
+	const int L = c->hier.per_host, H = c->hier.nhosts;
+	uint64_t *lo = c->hier.rs.offs + L + 1, xo[2], np, k, o;
+	float *t = c->hier.rs.tmp + rs_piece(pp, p, &np, lo, NULL);
 
 	if (!in) {
-		xo[0] = xo[1] = lo[c->local.me];
-		for (int h = 0; h <= c->cross.me; h++) {
+		xo[0] = xo[1] = lo[c->hier.local.me];
+		for (int h = 0; h <= c->hier.cross.me; h++) {
 			xo[0] = xo[1];
-			shard_piece(pp, c->grid[h * L + c->local.me], p, &k);
+			shard_piece(pp, c->hier.grid[h * L + c->hier.local.me], p, &k);
 			xo[1] += k;
 		}
 		o = shard_piece(pp, c->rank, p, &k);
@@ -359,7 +364,7 @@ static void rs_copy(struct pipe *pp, uint32_t p, bool in)
 	}
 	for (int i = 0; i < L; i++)
 		for (int h = 0; h < H; h++) {
-			o = shard_piece(pp, c->grid[h * L + i], p, &k);
+			o = shard_piece(pp, c->hier.grid[h * L + i], p, &k);
 			memcpy(t, pp->buf + o, k * sizeof(float));
 			t += k;
 		}
@@ -372,28 +377,29 @@ static void rs_copy(struct pipe *pp, uint32_t p, bool in)
 static float *cross_piece(struct pipe *pp, uint32_t p, uint64_t *cnt, const uint64_t **offs)
 {
 	struct gw_coll *c = pp->c;
-	uint64_t *lo = c->hrs.offs + c->per_host + 1, *xo = lo + c->per_host + 1, q, rem, k;
-	uint32_t mine = (uint32_t)((c->local.me + 1) % c->per_host);
+	uint64_t *lo = c->hier.rs.offs + c->hier.per_host + 1, *xo = lo + c->hier.per_host + 1, q,
+		 rem, k;
+	uint32_t mine = (uint32_t)((c->hier.local.me + 1) % c->hier.per_host);
 	float *b;
 
 	if (pp->rs) {
-		b = c->hrs.tmp + rs_piece(pp, p, &k, lo, xo);
-		*cnt = xo[c->nhosts];
+		b = c->hier.rs.tmp + rs_piece(pp, p, &k, lo, xo);
+		*cnt = xo[c->hier.nhosts];
 		*offs = xo;
-		return b + lo[c->local.me];
+		return b + lo[c->hier.local.me];
 	}
 	b = piece_of(pp, p, &k);
-	q = k / (uint64_t)c->per_host;
-	rem = k % (uint64_t)c->per_host;
-	*cnt = CNT(mine);
+	q = k / (uint64_t)c->hier.per_host;
+	rem = k % (uint64_t)c->hier.per_host;
+	*cnt = chunk_cnt(mine, q, rem);
 	*offs = NULL;
-	return b + OFF(mine);
+	return b + chunk_off(mine, q, rem);
 }
 
 /* Start what may start: the local ring's next stage (an allgather once its
  * piece went across hosts), the cross ring's next piece (once reduced
  * inside the host). Return: 0, 1 (something started), -ENOMEM. */
-static int start(struct pipe *pp)
+static int start_stages(struct pipe *pp)
 {
 	struct gw_coll *c = pp->c;
 	const uint64_t *offs;
@@ -410,22 +416,22 @@ static int start(struct pipe *pp)
 			pp->xp++;
 			continue;
 		}
-		coll_ring_init(c, &pp->cross, &c->cross, b, cnt, offs, pp->lossy, pp->id,
+		coll_ring_init(c, &pp->cross, &c->hier.cross, b, cnt, offs, pp->lossy, pp->id,
 			       (pp->npieces + pp->xp) * pp->budget, pp->budget);
 		pp->cross.delta = pp->rs ? -1 : 0;
 		rc = coll_ring_begin(c, &pp->cross,
 				     (pp->rs ? RING_RS : RING_ALL) |
-					     (pp->lossy && c->direct ? RING_DIRECT : 0),
+					     (pp->lossy && c->hier.direct ? RING_DIRECT : 0),
 				     RING_REQS_CROSS);
 		if (rc)
 			return rc;
 		pp->cross_on = true;
 	}
 	while (pp->rs && !pp->local_on && pp->stage < pp->npieces) {
-		uint64_t *lo = c->hrs.offs;
+		uint64_t *lo = c->hier.rs.offs;
 
 		p = pp->stage;
-		b = c->hrs.tmp + rs_piece(pp, p, &cnt, lo, NULL);
+		b = c->hier.rs.tmp + rs_piece(pp, p, &cnt, lo, NULL);
 		started = 1;
 		if (!cnt) { /* an empty piece (shards shorter than the pieces) */
 			pp->stage++;
@@ -433,7 +439,7 @@ static int start(struct pipe *pp)
 			continue;
 		}
 		rs_copy(pp, p, true);
-		coll_ring_init(c, &pp->local, &c->local, b, cnt, lo, 0, pp->id, p * pp->budget,
+		coll_ring_init(c, &pp->local, &c->hier.local, b, cnt, lo, 0, pp->id, p * pp->budget,
 			       pp->budget);
 		pp->local.delta = -1;
 		rc = coll_ring_begin(c, &pp->local, RING_RS, RING_REQS_MAIN);
@@ -446,8 +452,8 @@ static int start(struct pipe *pp)
 		if (ph == RING_AG && pp->xp <= p)
 			return started; /* piece p is still on its way across */
 		b = piece_of(pp, p, &cnt);
-		coll_ring_init(c, &pp->local, &c->local, b, cnt, NULL, 0, pp->id, p * pp->budget,
-			       pp->budget);
+		coll_ring_init(c, &pp->local, &c->hier.local, b, cnt, NULL, 0, pp->id,
+			       p * pp->budget, pp->budget);
 		rc = coll_ring_begin(c, &pp->local, ph, RING_REQS_MAIN);
 		if (rc)
 			return rc;
@@ -459,7 +465,7 @@ static int start(struct pipe *pp)
 
 /* Step ring g (on: running); *moved when it did something. Return: 0 (still
  * running or done: *on updated), or its error. */
-static int step(struct pipe *pp, struct ring *g, bool *on, int blocks, bool *moved, bool *done)
+static int step_ring(struct pipe *pp, struct ring *g, bool *on, int blocks, bool *moved, bool *done)
 {
 	uint64_t m0 = g->moves;
 	int rc;
@@ -520,10 +526,10 @@ static int pipe_run(struct pipe *pp)
 	uint32_t p;
 	int rc, blocks = 0, bx;
 
-	pp->npieces = pieces(c, pp->n);
+	pp->npieces = piece_count(c, pp->n);
 	pp->budget = (UINT32_C(1) << STEP_BITS) / (2 * pp->npieces);
 	for (;;) {
-		rc = start(pp);
+		rc = start_stages(pp);
 		if (rc < 0) {
 			coll_fail(c, rc,
 				  pp->rs ? "reduce-scatter (the pipeline)"
@@ -535,14 +541,14 @@ static int pipe_run(struct pipe *pp)
 		if (!pp->local_on && !pp->cross_on)
 			break;			/* every stage ran */
 		bx = pp->cross_on ? blocks : 0; /* a stuck cross ring first */
-		rc = step(pp, &pp->cross, &pp->cross_on, bx, &moved, &done);
+		rc = step_ring(pp, &pp->cross, &pp->cross_on, bx, &moved, &done);
 		if (rc)
 			return pipe_fail(pp, &pp->cross, rc);
 		if (done && pp->rs)
 			rs_copy(pp, pp->xp, false);
 		if (done)
 			pp->xp++;
-		rc = step(pp, &pp->local, &pp->local_on, bx ? 0 : blocks, &moved, &done);
+		rc = step_ring(pp, &pp->local, &pp->local_on, bx ? 0 : blocks, &moved, &done);
 		if (rc)
 			return pipe_fail(pp, &pp->local, rc);
 		if (done) {
@@ -569,21 +575,22 @@ static int pipe_run(struct pipe *pp)
 /*
  * Whether a call runs hierarchically: where the hierarchical allreduce was
  * decided, unless the call is lossy with a codec of under HIER_BPV wire
- * bytes a value across hosts (sparse and 1-bit: 30-50x). Those run flat and
- * direct, every value encoded once to its owner: on 2x2 ranks over a 1
- * Gbit/s link the exact phases inside the host cost more CPU than the few
- * bytes they save across. topk 1%: the hierarchical allreduce 1.8x and 1.2x
- * the flat direct one's time at 16 and 64 MiB, its reduce-scatter 1.6-1.7x;
- * onebit 1.2-1.5x; int8 took 0.53-0.57x (docs/performance.md). Logged at
- * info when the choice changes; what: "allreduce" or "reduce-scatter".
+ * bytes a value across hosts (sparse and 1-bit codecs). Those run flat and
+ * direct, every value encoded once to its owner: with so few bytes on the
+ * link between hosts, the exact phases inside the host cost more CPU than
+ * they save across, so the hierarchical allreduce and reduce-scatter were
+ * slower than the flat direct ones for top-k and 1-bit, and faster for
+ * int8 (see docs/performance.md, the section "... sparse codecs flat on
+ * several hosts" and "The hierarchical reduce-scatter"). Logged at info
+ * when the choice changes; what: "allreduce" or "reduce-scatter".
  */
 #define HIER_BPV 0.5
 bool coll_hier_for(struct gw_coll *c, unsigned lossy, const char *what)
 {
-	bool hier = c->hier && (!lossy || c->wire_bpv >= HIER_BPV);
-	uint8_t said = hier ? 1 : 2, *was = &c->hier_said[*what == 'r'];
+	bool hier = c->hier.on && (!lossy || c->wire_bpv >= HIER_BPV);
+	uint8_t said = hier ? 1 : 2, *was = &c->hier.said[*what == 'r'];
 
-	if (c->hier && *was != said)
+	if (c->hier.on && *was != said)
 		gw_log(gw_ctx_log_level(c->ctx), GW_LOG_INFO, c->rank, "%s: %s", what,
 		       hier ? "hierarchical (exact inside the host, then "
 			      "across hosts, each value encoded once)"
@@ -600,7 +607,7 @@ int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned l
 
 	if (!coll_hier_for(c, lossy, "allreduce"))
 		return coll_ring_run(c, &c->world, key, buf, n, NULL, lossy,
-				     RING_ALL | (lossy && c->direct ? RING_DIRECT : 0), 0);
+				     RING_ALL | (lossy && c->hier.direct ? RING_DIRECT : 0), 0);
 	pp.id = coll_stream_of(c, key);
 	return pipe_run(&pp);
 }
@@ -618,7 +625,7 @@ int coll_sum(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, unsigned l
  * reduce-scatter sends (H - 1) / H: L times less on the links between
  * hosts, for (L - 1) / L of n exactly inside the host. A slice is not
  * contiguous in buf, so each piece is copied slice after slice into
- * c->hrs.tmp (n values, kept for the next call; rs_piece()) before its
+ * c->hier.rs.tmp (n values, kept for the next call; rs_piece()) before its
  * reduce-scatter inside the host, and this rank's part copied back once it
  * went across. The pipeline is the allreduce's without the allgathers:
  * RS(p) inside the host, then X(p) across, X(p) beside RS(p + 1).
@@ -635,12 +642,13 @@ int coll_hier_reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64
 			   .offs = offs };
 	float *t;
 
-	if (n > c->hrs.cap) {
-		t = n <= SIZE_MAX / sizeof(float) ? realloc(c->hrs.tmp, n * sizeof(float)) : NULL;
+	if (n > c->hier.rs.cap) {
+		t = n <= SIZE_MAX / sizeof(float) ? realloc(c->hier.rs.tmp, n * sizeof(float))
+						  : NULL;
 		if (!t)
 			return coll_fail(c, -ENOMEM, "reduce-scatter (its copy by slices)", 0);
-		c->hrs.tmp = t;
-		c->hrs.cap = n;
+		c->hier.rs.tmp = t;
+		c->hier.rs.cap = n;
 	}
 	return pipe_run(&pp);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coll_ring.c - the ring allreduce engine (coll_impl.h), used by
- * gw_coll_allreduce() (coll_allreduce.c) and by PowerSGD's exact sums of
- * its factors (coll_lowrank.c).
+ * ring.c - the ring allreduce engine (coll_impl.h), used by
+ * gw_coll_allreduce() (allreduce.c) and by PowerSGD's exact sums of
+ * its factors (lowrank.c).
  *
  * Allreduce (ring) over a group of ranks (coll_impl.h: every rank, or a
  * sub-group of the hierarchical allreduce), "rank" and "size" below being
@@ -33,7 +33,7 @@
  * not completed. With blocking waits it runs to the end, as
  * coll_ring_allreduce() does for one ring alone (the same waits in the same
  * order as a plain loop); without them it returns RING_PENDING there, so
- * that one thread can drive two rings at once (coll_hier.c's pipeline).
+ * that one thread can drive two rings at once (hier.c's pipeline).
  * Either way every wait, post and window rule below holds in the same order.
  */
 #include <assert.h>
@@ -145,14 +145,14 @@ static int post_send(struct gw_coll *c, const struct ring *g, uint32_t u,
 /*
  * Frame buffers. The context keeps one per (peer, slot) and direction, and
  * every unit has its own slot, so a ring that kept them would hold about
- * its whole tensor again in frames (0.5x for an exact one on 2 ranks). A
+ * its whole tensor again in frames. A
  * unit's buffers go to the context's pool (gw_ctx_slot_trim()) as soon as
  * they are idle - a send's once it completed, a receive's once its payload
  * was passed on - and the units behind it in the window take them from
  * there: the ring holds about 2 x WINDOW segments in frames, and a training
  * loop still allocates nothing after its first step.
  */
-static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
+static void trim_frames(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
 {
 	gw_ctx_slot_trim(c->ctx, recv ? g->prev : g->next, slot_of(g->id, g->base + u), 0);
 }
@@ -163,7 +163,7 @@ static void trim(struct gw_coll *c, const struct ring *g, uint32_t u, int recv)
  * Return: 0, the wait's error, or RING_PENDING (not complete; g may not
  * block). A request never posted (an empty unit) is complete.
  */
-static int finish(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
+static int finish_req(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
 {
 	int rc;
 
@@ -184,12 +184,12 @@ static int finish(struct gw_coll *c, struct ring *g, struct gw_ctx_req *r)
 static int wait_send(struct gw_coll *c, struct ring *g)
 {
 	struct gw_ctx_req *r = &g->sr[g->swaited];
-	int rc = finish(c, g, r);
+	int rc = finish_req(c, g, r);
 
 	if (rc == RING_PENDING)
 		return rc;
 	if (!rc)
-		trim(c, g, g->swaited, 0);
+		trim_frames(c, g, g->swaited, 0);
 	if (r->res) /* see STAGED_MAX */
 		g->staged -= r->n;
 	r->res = NULL;
@@ -272,13 +272,13 @@ static int unit_step(struct gw_coll *c, struct ring *g, uint32_t back, uint32_t 
 		 * wait here is on a unit below u, so no rank waits for one that
 		 * waits for it. */
 		while (u >= g->first + lag && g->rwaited <= u - lag) {
-			rc = finish(c, g, &g->rr[g->rwaited]);
+			rc = finish_req(c, g, &g->rr[g->rwaited]);
 			if (rc)
 				return rc;
 			/* Its frame is needed later only when it is a lossy
 			 * allgather payload that send rwaited + nseg forwards. */
 			if (!(g->lossy && !in_reduce_phase(g, g->rwaited)))
-				trim(c, g, g->rwaited, 1);
+				trim_frames(c, g, g->rwaited, 1);
 			g->rwaited++;
 		}
 		g->phase = PH_SEND;
@@ -289,7 +289,7 @@ static int unit_step(struct gw_coll *c, struct ring *g, uint32_t back, uint32_t 
 			return rc;
 		g->moves++;
 		if (u >= g->nseg) /* its payload went on: buffer free */
-			trim(c, g, u - g->nseg, 1);
+			trim_frames(c, g, u - g->nseg, 1);
 		if (g->sr[u].res)
 			g->staged += g->sr[u].n;
 		g->phase = PH_WINDOW;
@@ -343,21 +343,21 @@ int coll_ring_step(struct gw_coll *c, struct ring *g, int blocks)
 	 * a failure the rest are withdrawn (coll_ring_fail()), not waited for
 	 * one timeout each. */
 	while (g->phase == PH_DRAIN && g->swaited < g->last) {
-		rc = finish(c, g, &g->sr[g->swaited]);
+		rc = finish_req(c, g, &g->sr[g->swaited]);
 		if (rc)
 			return rc;
 		g->swaited++;
 	}
 	g->phase = PH_DRAIN_RECVS;
 	while (g->rwaited < g->last) {
-		rc = finish(c, g, &g->rr[g->rwaited]);
+		rc = finish_req(c, g, &g->rr[g->rwaited]);
 		if (rc)
 			return rc;
 		g->rwaited++;
 	}
 	for (uint32_t u = g->first; u < g->last; u++) {
-		trim(c, g, u, 0);
-		trim(c, g, u, 1);
+		trim_frames(c, g, u, 0);
+		trim_frames(c, g, u, 1);
 	}
 	return 0;
 }
@@ -393,33 +393,21 @@ int coll_ring_fail(struct gw_coll *c, struct ring *g, int rc)
 	coll_ring_abort(c, g);
 	return rc;
 }
+
 /*
  * Values per segment, so that a segment is about seg_bytes on the wire: a
  * compressed segment is small, and many small messages cost more than the
- * overlap gains (top-k at 1% took twice as long on a 1 Gbit/s link in 1 MiB
- * segments as in whole chunks). But at most SEG_VALUES_MAX values (2 MiB of
- * floats, about 40 KB of top-k at 1% on the wire). A sparse codec's
- * segment costs far more to encode and decode than to send, so a long one
- * leaves the link idle while it is encoded and the next rank idle while it
- * is decoded: top-k at 1%, 64 MiB on 2 ranks over 1 Gbit/s, took 99 ms in
- * segments of 4M values, 46 ms in segments of 1M and 34 ms in 512K; onebit
- * 39 ms in 1M and 22 ms in 512K; int8 143-148 ms either way (2026-12-02,
- * an idle machine; 256K values did no better than 512K). Each segment in
- * flight also holds a staged residual and a codec scratch of its length
- * (top-k at 1% once held 2.3x its tensor in memory with a few huge
- * segments).
+ * overlap gains. But at most SEG_VALUES_MAX values (2 MiB of floats): a
+ * sparse codec's segment costs far more to encode and decode than to send,
+ * so a long one leaves the link idle while it is encoded and the next rank
+ * idle while it is decoded; shorter ones gained nothing more. Each segment
+ * in flight also holds a staged residual and a codec scratch of its
+ * length, so a few huge segments held several times the tensor in memory.
+ * See docs/performance.md, "Why the defaults are what they are", row "1 MiB
+ * wire segments (GRADWIRE_SEGMENT_BYTES), sparse segments of at most 512K
+ * values".
  */
 #define SEG_VALUES_MAX (UINT64_C(1) << 19)
-
-void coll_group_links(const struct gw_coll *c, struct coll_group *g)
-{
-	const struct gw_tp *tp = gw_ctx_tp(c->ctx);
-
-	g->shm = g->size > 1;
-	for (int i = 0; i < g->size && g->shm; i++)
-		if (g->rank[i] != c->rank && strcmp(gw_tp_peer_provider(tp, g->rank[i]), "shm"))
-			g->shm = false;
-}
 
 /*
  * Exact transfers among ranks that all reach each other over shm go in
@@ -429,12 +417,12 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
  * is added while it is still in the cache and the next one is copied, and
  * the frames that hold reduce-scatter receives stay small (at most 2 x
  * WINDOW segments posted). With shm's copies through its shared buffers
- * (fi_load.c), 2 ranks, 2026-12-03, medians of 3 interleaved runs, in ms:
- * 8 MiB 0.97 whole, 1.07-1.14 in 1 MiB segments; 16 MiB 2.96 against
- * 2.32-2.65; 32 MiB 16.1 against 6.4-7.5; 64 MiB 44.9 against 14.4-16.3 (512
- * KiB and 2 MiB segments did no better: 2.7-3.6 ms at 16 MiB, 15.4-19.3 at
- * 64 MiB). With 4 ranks on 2 cores whole 8 MiB chunks were faster (35 against
- * 49 ms at 32 MiB), but ranks that share a core measure the scheduler.
+ * (fi_load.c), whole chunks were faster up to SHM_WHOLE_MAX and segments
+ * beyond, of any length near SHM_SEG_VALUES; with ranks that share a core
+ * the figures measure the scheduler more than the copies. See
+ * docs/performance.md, "Why the defaults are what they are", row "shm
+ * copies through its shared buffers (FI_SHM_DISABLE_CMA=1); exact shm
+ * chunks above 4 MiB in 1 MiB segments".
  */
 #define SHM_WHOLE_MAX (UINT64_C(1) << 20)  /* values a chunk: 4 MiB */
 #define SHM_SEG_VALUES (UINT64_C(1) << 18) /* 1 MiB */
@@ -444,11 +432,10 @@ void coll_group_links(const struct gw_coll *c, struct coll_group *g)
  * chunks). In a ring of two ranks every step is an exchange within one pair,
  * and an exact chunk of more than half a segment, up to one, goes in two
  * halves so that the second is on the wire while the first is added and
- * passed on. Over TCP on lo, 2 MiB took 430 us against 714 in one 1 MiB
- * message (7 interleaved rounds, 2026-12-03; Open MPI's TCP 523 us). With 4
- * ranks on 2 cores, 4 MiB in halves was 3-5% slower in 22 paired rounds
- * (more wake-ups for ranks that share a core), so longer rings keep whole
- * segments.
+ * passed on (see docs/performance.md, "Why the defaults are what they
+ * are", row "a ring of two sends a chunk in two halves"). In longer rings
+ * halves were slower where ranks share a core (more wake-ups), so they
+ * keep whole segments.
  */
 static uint64_t segment_values(const struct gw_coll *c, const struct coll_group *grp,
 			       unsigned lossy, uint64_t most)
@@ -472,7 +459,8 @@ void coll_ring_init(struct gw_coll *c, struct ring *g, const struct coll_group *
 		    uint32_t budget)
 {
 	int size = grp->size;
-	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = CNT(0), nseg, seg;
+	uint64_t q = n / (uint64_t)size, rem = n % (uint64_t)size, most = chunk_cnt(0, q, rem),
+		 nseg, seg;
 	uint32_t steps = 2 * ((uint32_t)size - 1);
 
 	assert(!lossy || c->agreed);
