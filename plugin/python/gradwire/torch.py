@@ -941,6 +941,7 @@ class FsdpState(State):
         self._flat_ids = {}	# (padded numel, k-th of it in a backward) -> id
         self._occurs = {}	# padded numel -> gradients of it in this backward
         self._in_backward = False
+        self._task = None	# the graph task (backward pass) of _occurs
 
     def state_dict(self):
         raise NotImplementedError("gradwire FsdpState: checkpoints of the "
@@ -952,7 +953,14 @@ class FsdpState(State):
 
     def _flat_id(self, n):
         """The tensor id of the k-th padded gradient of n elements in this
-        backward pass; queues the end-of-backward callback at the first."""
+        backward pass; queues the end-of-backward callback at the first.
+        A backward pass that failed before its end never runs its callback:
+        where torch numbers its graph tasks, the next one starts afresh."""
+        task = getattr(torch._C, "_current_graph_task_id", lambda: None)()
+        if task is not None and task != self._task:
+            self._task = task
+            self._occurs.clear()
+            self._in_backward = False
         if not self._in_backward:
             try:
                 torch.autograd.Variable._execution_engine.queue_callback(
