@@ -11,11 +11,16 @@ or let it start N processes on this host itself:
 
     python3 ddp_train.py --spawn 2 --codec int8 --steps 50
 
+With --fsdp (torch >= 2.0) the model is FSDP1's instead (FullyShardedDataParallel
+on the CPU, one unit per Linear) and gradwire reduce-scatters its gradients
+(gradwire.torch.fsdp_hook): each rank's part of a shard goes to the shard's
+owner only, compressed once.
+
 The only gradwire lines are marked "gradwire:". The model is a small MLP
 learning a synthetic classification task, so the script needs no dataset.
 Rank 0 prints the loss, the step time and the bytes this rank put on the
 wire per step (the link's, after compression) against what an exact ring
-allreduce would send.
+allreduce would send (--fsdp: FSDP's own reduce-scatter).
 """
 import argparse
 import datetime
@@ -55,11 +60,22 @@ def train(args):
                             timeout=datetime.timedelta(minutes=30))
 
     torch.manual_seed(0)  # the same initial weights on every rank
-    model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
-                              nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)))
-    # gradwire: connect the ranks, then let it allreduce DDP's gradient buckets.
-    state = gwt.State(warmup_steps=args.warmup, stats=True)
-    model.register_comm_hook(state, gwt.hook)
+    net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
+                        nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    if args.fsdp:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        model = FSDP(net, device_id=torch.device("cpu"),
+                     auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
+        # gradwire: connect the ranks, then let it reduce-scatter FSDP's gradients.
+        state = gwt.FsdpState(warmup_steps=args.warmup, stats=True)
+        model.register_comm_hook(state, gwt.fsdp_hook)
+    else:
+        model = DDP(net)
+        # gradwire: connect the ranks, then let it allreduce DDP's gradient buckets.
+        state = gwt.State(warmup_steps=args.warmup, stats=True)
+        model.register_comm_hook(state, gwt.hook)
+    exact_name = "FSDP's reduce-scatter" if args.fsdp else "exact ring"
 
     data = dataset()
     loader = DataLoader(data, batch_size=args.batch,
@@ -77,14 +93,14 @@ def train(args):
             t = time.perf_counter()
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()  # DDP calls the hook on each bucket here
+            loss.backward()  # DDP (FSDP) calls the hook on each bucket (flat parameter)
             opt.step()
             times.append(time.perf_counter() - t)
             wire.append(state.last["wire_bytes"])  # gradwire: this step's bytes
             exact.append(state.last["exact_bytes"])
             if rank == 0 and (step % args.log_every == 0 or step == args.steps - 1):
                 print(f"step {step:4d}  loss {loss.item():.4f}  {times[-1] * 1e3:7.1f} ms  "
-                      f"{wire[-1]:>9} bytes sent (exact ring: {exact[-1]})", flush=True)
+                      f"{wire[-1]:>9} bytes sent ({exact_name}: {exact[-1]})", flush=True)
             step += 1
             if step == args.steps:
                 break
@@ -96,7 +112,7 @@ def train(args):
         print(f"mean over steps {later.start}-{len(times) - 1}: "
               f"{sum(times[later]) / n * 1e3:.1f} ms a step, "
               f"{sum(wire[later]) / n:.0f} bytes a step on the wire, "
-              f"{sum(exact[later]) / max(1, sum(wire[later])):.2f}x less than exact",
+              f"{sum(exact[later]) / max(1, sum(wire[later])):.2f}x less than {exact_name}",
               flush=True)
     state.close()  # gradwire: close its connections
     dist.destroy_process_group()
@@ -115,6 +131,8 @@ def main():
     p.add_argument("--steps", type=int, default=100, help="training steps (100)")
     p.add_argument("--warmup", type=int, default=0,
                    help="first steps sent exactly, before compressing (0)")
+    p.add_argument("--fsdp", action="store_true",
+                   help="train with FSDP1 and gradwire's fsdp hook (torch >= 2.0)")
     p.add_argument("--batch", type=int, default=64, help="batch size per rank (64)")
     p.add_argument("--log-every", type=int, default=10, help="print every N steps (10)")
     p.add_argument("--spawn", type=int, metavar="N",

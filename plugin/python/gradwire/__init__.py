@@ -3,7 +3,7 @@
 
 - gradwire.lib: the exported table gradwire_plugin_v1 (include/gradwire/plugin.h)
   as ctypes structures, and Library, which loads it.
-- gradwire.torch: a PyTorch DDP communication hook (imported on demand, so
+- gradwire.torch: PyTorch communication hooks, DDP and FSDP1 (imported on demand, so
   this package works without torch).
 
 No compiled extension: the package is plain Python and finds the shared
