@@ -229,11 +229,13 @@ class Context : public ::gloo::transport::Context, public std::enable_shared_fro
       public:
 	Context(int rank, int size) : ::gloo::transport::Context(rank, size), closed_(size)
 	{
+#ifdef GW_GLOO_SELF_PAIR
 		// A pair for this rank itself, never connected, as Gloo's own tcp
-		// device gives it: newer Gloo's ring helpers (getLeftPair())
-		// insist on one on a one-rank context. Nothing moves over it
-		// (makeOp() refuses this rank as a peer).
+		// device gives it from Gloo 20231202 on (meson.build): its ring
+		// helpers (getLeftPair()) insist on one on a one-rank context.
+		// Nothing moves over it (makeOp() refuses this rank as a peer).
 		pairs_.at(rank).reset(new Pair(this, rank));
+#endif
 	}
 	~Context() override;
 
