@@ -46,7 +46,9 @@ for ns in $A $B; do ip -n $ns link set lo up; done
 ip -n $A link set $VA up
 ip -n $B link set $VB up
 # A new link takes a moment before libfabric lists it (10 s at most).
-seen() { ip netns exec "$1" fi_info -p net 2>/dev/null | grep -q "domain: $2\$"; }
+# libfabric's native TCP provider: net before 1.18, tcp after.
+tcp=$(fi_info -l 2>/dev/null | grep -x 'net:' >/dev/null && echo net || echo tcp)
+seen() { ip netns exec "$1" fi_info -p "$tcp" 2>/dev/null | grep -q "domain: $2\$"; }
 for pair in "$A $VA" "$B $VB"; do
 	set -- $pair
 	for _ in $(seq 50); do

@@ -35,7 +35,9 @@ ip -n $B link set $VB up
 tc -n $A qdisc add dev $VA root tbf rate 10mbit burst 32kb latency 400ms
 tc -n $B qdisc add dev $VB root tbf rate 10mbit burst 32kb latency 400ms
 # A new link takes a moment before libfabric lists it (10 s at most).
-seen() { ip netns exec "$1" fi_info -p net 2>/dev/null | grep -q "domain: $2\$"; }
+# libfabric's native TCP provider: net before 1.18, tcp after.
+tcp=$(fi_info -l 2>/dev/null | grep -x 'net:' >/dev/null && echo net || echo tcp)
+seen() { ip netns exec "$1" fi_info -p "$tcp" 2>/dev/null | grep -q "domain: $2\$"; }
 for pair in "$A $VA" "$B $VB"; do
 	set -- $pair
 	for _ in $(seq 50); do
