@@ -7,6 +7,7 @@ line). require_torch() ends a test that needs PyTorch with SKIP, saying why,
 when this Python has none.
 """
 import importlib
+import os
 import sys
 
 SKIP = 77  # the exit status meson counts as "skipped"
@@ -21,6 +22,14 @@ def require_torch(module="torch.distributed"):
         print(f"SKIP: PyTorch is not installed for {sys.executable} ({e}); "
               "Debian: apt-get install python3-torch")
         sys.exit(SKIP)
+
+
+def local_providers(default):
+    """The provider names that GRADWIRE_PROVIDER_LOCAL (else default) lets
+    the ranks of this host use: its value, or for main the default network
+    provider, libfabric's native TCP one (net before 1.18, tcp after)."""
+    want = os.environ.get("GRADWIRE_PROVIDER_LOCAL", default)
+    return want, {"net", "tcp"} if want == "main" else {want}
 
 
 def check(ok, what):

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from checks import check, exit_code, require_torch  # noqa: E402 (beside this file)
+from checks import check, exit_code, local_providers, require_torch  # noqa: E402 (beside this file)
 
 require_torch()
 import torch  # noqa: E402
@@ -182,10 +182,7 @@ def check_summary(s, rank, size, ranks, peers):
     links = s["links"]
     check(sorted(int(p) for p in links) == sorted(peers),
           f"{who}: links to peers {sorted(links)} (want {peers})")
-    want = os.environ.get("GRADWIRE_PROVIDER_LOCAL", "shm")
-    # main: the default network provider, libfabric's native TCP one (net
-    # before 1.18, tcp after).
-    wants = {"net", "tcp"} if want == "main" else {want}
+    want, wants = local_providers("shm")
     for p, x in links.items():
         check(set(x) == LINK_KEYS, f"{who}, peer {p}: link fields {sorted(x)}")
         check(x["codec"].split(":")[0] == "int8" and x["provider"] in wants
