@@ -21,6 +21,8 @@
 #define TP_MR_MODE                                                                                 \
 	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT)
 
+/* The hints gradwire asks with, for provider prov (NULL: any) on iface
+ * (NULL: any). */
 static struct fi_info *make_hints(const char *prov, const char *iface)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -32,10 +34,11 @@ static struct fi_info *make_hints(const char *prov, const char *iface)
 	h->ep_attr->type = FI_EP_RDM;
 	h->domain_attr->mr_mode = TP_MR_MODE;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
-	h->fabric_attr->prov_name = strdup(prov);
+	if (prov)
+		h->fabric_attr->prov_name = strdup(prov);
 	if (iface)
 		h->domain_attr->name = strdup(iface);
-	if (!h->fabric_attr->prov_name || (iface && !h->domain_attr->name)) {
+	if ((prov && !h->fabric_attr->prov_name) || (iface && !h->domain_attr->name)) {
 		fi_freeinfo(h);
 		return NULL;
 	}
@@ -89,14 +92,12 @@ static int get_info(struct gw_tp *tp, const char *prov, const char *iface, bool 
  * "a, b, c" in buf, for an error that names what exists. */
 static void offered(char *buf, size_t len)
 {
-	struct fi_info *hints = make_hints("", NULL), *list = NULL;
+	struct fi_info *hints = make_hints(NULL, NULL), *list = NULL;
 	size_t at = 0;
 
 	buf[0] = '\0';
 	if (!hints)
 		return;
-	free(hints->fabric_attr->prov_name);
-	hints->fabric_attr->prov_name = NULL;
 	if (!fi_getinfo(TP_FI_VERSION, NULL, NULL, 0, hints, &list)) {
 		for (struct fi_info *i = list; i && at + 1 < len; i = i->next) {
 			const char *p = i->fabric_attr->prov_name;
