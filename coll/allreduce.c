@@ -155,7 +155,7 @@ static int allreduce(struct gw_coll *c, uint64_t key, float *buf, uint64_t n, en
 		lossy = 0;
 	rc = lossy ? coll_auto_begin(c, key, n) : 0;
 	if (!rc)
-		rc = coll_sum(c, key, buf, n, lossy);
+		rc = coll_sum(c, key, buf, n, lossy && !coll_auto_exact(c));
 	if (rc)
 		return rc;
 	if (lossy)
@@ -266,7 +266,7 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 {
 	uint64_t q = n / (uint64_t)c->size, rem = n % (uint64_t)c->size, hash, lo, hi;
 	const uint64_t *offs;
-	unsigned lossy;
+	unsigned lossy, run;
 	int rc = shard_args(c, buf, n, counts, op, flags, &offs, &hash);
 
 	if (!rc)
@@ -274,10 +274,11 @@ static int reduce_scatter(struct gw_coll *c, uint64_t key, float *buf, uint64_t 
 	if (rc || c->size == 1 || !n)
 		return rc;
 	/* Lossy: each value compressed once, on its way to its owner. */
-	rc = coll_hier_for(c, lossy, "reduce-scatter")
-		     ? coll_hier_reduce_scatter(c, key, buf, n, offs, lossy)
-		     : coll_ring_run(c, &c->world, key, buf, n, offs, lossy,
-				     RING_RS | (lossy && c->hier.direct ? RING_DIRECT : 0), -1);
+	run = lossy && !coll_auto_exact(c);
+	rc = coll_hier_for(c, run, "reduce-scatter")
+		     ? coll_hier_reduce_scatter(c, key, buf, n, offs, run)
+		     : coll_ring_run(c, &c->world, key, buf, n, offs, run,
+				     RING_RS | (run && c->hier.direct ? RING_DIRECT : 0), -1);
 	if (rc)
 		return rc;
 	lo = offs ? offs[c->rank] : chunk_off(c->rank, q, rem);
@@ -324,7 +325,8 @@ int gw_coll_allgather_f32_counts(struct gw_coll *c, uint32_t id, float *buf, uin
 		return rc;
 	/* Lossy: the owner's hop encodes once and keeps what its next
 	 * decodes; later hops forward that payload (ring.c). */
-	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs, lossy, RING_AG, -1);
+	rc = coll_ring_run(c, &c->world, KEY_AG | KEY_ID | id, buf, n, offs,
+			   lossy && !coll_auto_exact(c), RING_AG, -1);
 	if (!rc && lossy)
 		coll_auto_end(c);
 	return rc;

@@ -54,6 +54,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "coll_impl.h"
@@ -125,7 +126,7 @@ static void update_statement(struct gw_coll *c)
 {
 	struct coll_auto *a = &c->au;
 
-	a->say.choice = a->mine;
+	a->say.choice = (uint8_t)(a->mine | (gw_ctx_residuals_zero(c->ctx) ? COLL_AUTO_ZERO : 0));
 	/* Forced (gw_coll_auto_force()): no rate, so that the schedules alone
 	 * decide the owners' codec too, whatever the timings. */
 	a->say.rate = (uint8_t)((a->nforce ? 0 : rate_class(a->rate)) | (a->probe ? 0x80u : 0));
@@ -256,8 +257,8 @@ static void record_link_codecs(struct gw_coll *c)
 		 * set leaves it the connection's default (ctx_send.c). */
 		unsigned w = c->au.heard[p].choice, trial = w & COLL_AUTO_TRIAL;
 
-		if (w &&
-		    gw_ctx_link_codec(c->ctx, p, (w & ~COLL_AUTO_TRIAL) - 1u, trial) == -ENOENT)
+		if (COLL_AUTO_CODEC(w) &&
+		    gw_ctx_link_codec(c->ctx, p, COLL_AUTO_CODEC(w) - 1u, trial) == -ENOENT)
 			gw_ctx_link_codec(c->ctx, p, gw_ctx_codec(c->ctx, p)->ops->id, trial);
 	}
 }
@@ -267,6 +268,20 @@ void coll_auto_explore(struct coll_auto *a)
 	a->probe = false;
 	a->explore = 0;
 	a->epoch++;
+}
+
+/* Every rank stated `none` and owes no residual: the call can run exactly,
+ * the same bits without error feedback's passes (computed alike on every
+ * rank from the call check's statements). */
+static bool all_none(const struct coll_auto *a, int size)
+{
+	for (int r = 0; r < size; r++) {
+		unsigned w = a->heard[r].choice;
+
+		if (COLL_AUTO_CODEC(w) != GW_CODEC_NONE + 1u || !(w & COLL_AUTO_ZERO))
+			return false;
+	}
+	return true;
 }
 
 int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
@@ -281,7 +296,7 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 		unsigned q = a->heard[r].rate & 0x7fu;
 
 		probe_asked |= (a->heard[r].rate & 0x80u) != 0;
-		if (!a->heard[r].choice)
+		if (!COLL_AUTO_CODEC(a->heard[r].choice))
 			continue;
 		/* The lowest stated rate; a rank stating none counts only while
 		 * no rank states one (then the lowest rank's choice). */
@@ -289,12 +304,14 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 		    (q && (!(a->heard[slow].rate & 0x7fu) || q < (a->heard[slow].rate & 0x7fu))))
 			slow = r;
 	}
-	a->ag = slow < 0 ? 0 : (uint8_t)(a->heard[slow].choice & ~COLL_AUTO_TRIAL);
+	a->ag = slow < 0 ? 0 : (uint8_t)COLL_AUTO_CODEC(a->heard[slow].choice);
+	a->exact = all_none(a, c->size);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
 		rc = probe_rate(c);
 		if (rc)
 			return rc;
 		coll_auto_explore(a);
+		a->warm = a->ref == key ? a->warm : 0;
 		a->ref = key; /* the same on every rank (the call check) */
 	}
 	flows_reset(c);
@@ -331,8 +348,13 @@ unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner)
 
 	if (!c->au.on)
 		return 0;
-	id = owner ? c->au.ag : c->au.heard[peer].choice & ~COLL_AUTO_TRIAL;
+	id = owner ? c->au.ag : COLL_AUTO_CODEC(c->au.heard[peer].choice);
 	return id ? GW_CTX_CODEC(id - 1) : 0;
+}
+
+bool coll_auto_exact(const struct gw_coll *c)
+{
+	return c->au.on && c->au.exact;
 }
 
 /* Predicted seconds for v values of k at rate bytes/s; < 0: no figures. */
@@ -391,19 +413,31 @@ static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, in
 	return tk >= 0 && best > 0 && tk >= PRUNE * best;
 }
 
-/* The fastest codec measured in this exploration, or NULL. */
+static bool explored(const struct coll_auto *a, unsigned id)
+{
+	return id < COLL_AUTO_IDS && a->tau_epoch[id] == a->epoch;
+}
+
+/* The fastest codec measured in this exploration, or NULL. Compression
+ * must pay: a lossy codec wins over a measured `none` only when GAIN
+ * faster (on shm or a fast link `none` is as fast, and exact). */
 static const struct gw_codec *fastest_explored(const struct coll_auto *a,
 					       const struct gw_codec *set, int n)
 {
-	const struct gw_codec *best = NULL;
+	const struct gw_codec *best = NULL, *none = NULL;
 
 	for (int i = 0; i < n; i++) {
 		unsigned id = set[i].ops->id;
 
-		if (id < COLL_AUTO_IDS && a->tau_epoch[id] == a->epoch &&
-		    (!best || a->tau[id] < a->tau[best->ops->id]))
+		if (!explored(a, id))
+			continue;
+		if (id == GW_CODEC_NONE)
+			none = &set[i];
+		if (!best || a->tau[id] < a->tau[best->ops->id])
 			best = &set[i];
 	}
+	if (none && GAIN * a->tau[best->ops->id] > a->tau[GW_CODEC_NONE])
+		return none;
 	return best;
 }
 
@@ -414,16 +448,22 @@ static void choose_codec(struct gw_coll *c, const struct gw_codec *k, const char
 	const char *old = "(first choice)";
 	const struct gw_codec *set;
 	int n = auto_set(c, &set);
+	char times[256] = "";
+	size_t len = 0;
 
-	for (int i = 0; i < n; i++)
-		if (a->chosen == set[i].ops->id + 1u)
+	for (int i = 0; i < n; i++) {
+		unsigned id = set[i].ops->id;
+
+		if (a->chosen == id + 1u)
 			old = set[i].ops->name;
+		if (explored(a, id) && len < sizeof(times))
+			len += (size_t)snprintf(times + len, sizeof(times) - len, "%s%s %.3f",
+						len ? ", " : "", set[i].ops->name, a->tau[id]);
+	}
 	if (a->chosen != k->ops->id + 1u)
 		alog(c, GW_LOG_INFO,
-		     "auto: link into rank %d: %s -> %s at %.1f MB/s (%s; %.3f against %.3f ns "
-		     "per value)",
-		     c->rank, old, k->ops->name, a->rate / 1e6, why, a->tau[k->ops->id],
-		     a->chosen ? a->tau[a->chosen - 1] : 0.0);
+		     "auto: link into rank %d: %s -> %s at %.1f MB/s (%s; ns per value: %s)",
+		     c->rank, old, k->ops->name, a->rate / 1e6, why, times);
 	a->chosen = (uint8_t)(k->ops->id + 1u);
 	a->mine = a->chosen;
 	a->streak = 0;
@@ -446,7 +486,7 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 
 		/* The exploration's first call ran the codec the link had (what
 		 * was stated before it began): timed already, not tried again. */
-		if (id < COLL_AUTO_IDS && a->tau_epoch[id] == a->epoch) {
+		if (explored(a, id)) {
 			a->explore++;
 			continue;
 		}
@@ -465,8 +505,10 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 	a->nlast = 0;
 	best = fastest_explored(a, set, n);
 	cur = a->chosen ? a->chosen - 1u : 0;
-	/* The choice it had stays unless another was GAIN faster (noise). */
-	if (best && a->chosen && cur < COLL_AUTO_IDS && a->tau_epoch[cur] == a->epoch &&
+	/* The choice it had stays unless another was GAIN faster (noise), or
+	 * it compresses and `none` won (compression did not pay). */
+	if (best && a->chosen && explored(a, cur) &&
+	    (best->ops->id != GW_CODEC_NONE || cur == GW_CODEC_NONE) &&
 	    a->tau[cur] < GAIN * a->tau[best->ops->id]) {
 		a->mine = a->chosen;
 		a->tau_chosen = a->tau[cur];
@@ -532,6 +574,16 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 	    (a->mine & ~COLL_AUTO_TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
 		unsigned id = (a->mine & ~COLL_AUTO_TRIAL) - 1u;
 
+		/* A codec's first call on the tensor (or the exact path's)
+		 * grows and faults in its buffers: not its time. An
+		 * exploration runs it again. */
+		uint32_t bit = a->exact ? 1u << COLL_AUTO_IDS : 1u << id;
+
+		if (!(a->warm & bit)) {
+			a->warm |= bit;
+			if (a->explore >= 0)
+				return;
+		}
 		a->tau[id] = a->tau_epoch[id] == a->epoch && a->explore < 0
 				     ? 0.5 * a->tau[id] + 0.5 * tau
 				     : tau;

@@ -14,6 +14,8 @@
 
 #define COLL_AUTO_IDS 16      /* codec wire ids auto keeps costs for */
 #define COLL_AUTO_TRIAL 0x40u /* a stated choice (id + 1) that is an exploration's trial */
+#define COLL_AUTO_ZERO 0x80u  /* ... by a rank that owes no residual (all zeros) */
+#define COLL_AUTO_CODEC(x) ((x) & 0x3fu) /* a stated choice's id + 1 */
 
 /*
  * What a rank states for auto at a call check, so that every rank learns
@@ -21,7 +23,7 @@
  * the call's descriptor: struct call_msg).
  */
 struct coll_auto_say {
-	uint8_t choice; /* codec wire id + 1 (| COLL_AUTO_TRIAL), 0 none */
+	uint8_t choice; /* codec wire id + 1 (| COLL_AUTO_TRIAL | COLL_AUTO_ZERO), 0 none */
 	uint8_t rate;	/* rate class (auto_codec.c) | 0x80 a probe asked for; 0 none */
 };
 
@@ -45,6 +47,9 @@ struct coll_auto {
 	uint64_t n;		     /* this call's values, */
 	uint64_t ref;		     /* the tensor explorations time (its key) */
 	bool timed;		     /* this call is of ref: it counts */
+	bool exact;		     /* this call runs exactly (coll_auto_exact()) */
+	uint32_t warm;		     /* codec ids (bits) that ran on ref since, and
+				      * bit COLL_AUTO_IDS: the exact path */
 	int64_t t0;		     /* and when its data phase began */
 	float *probe_buf;
 	uint8_t force[64];		   /* gw_coll_auto_force(): ids, */
@@ -70,6 +75,9 @@ int coll_auto_init(struct gw_coll *c);
  * owners' codec, and the probe if some rank asked for one. Return: 0 or the
  * probe's error (coll_fail()). */
 int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n);
+/* Whether this lossy call runs exactly: every rank stated `none` and owes
+ * no residual (the same on every rank: the call check's statements). */
+bool coll_auto_exact(const struct gw_coll *c);
 /* The isend flag for a lossy send to peer (owner: an owner's payload). */
 unsigned coll_auto_flag(const struct gw_coll *c, int peer, bool owner);
 /* After a lossy call that succeeded: measure, and choose for the next. */

@@ -30,7 +30,11 @@
  *    or auto against a fixed list, fail on both ranks naming both lists;
  *  - the decision (coll_auto_timed()), fed measured times: a switch on
  *    other codecs' times only while the link is as they were measured on,
- *    and an exploration that does not try again the codec it began with.
+ *    an exploration that does not try again the codec it began with,
+ *    compression that must pay GAIN against `none`, and cold first calls
+ *    left untimed;
+ *  - on shm (every rank on one host), where compression cannot pay, the
+ *    exploration chooses `none`, and the calls after it run exactly.
  */
 #include <errno.h>
 #include <math.h>
@@ -52,6 +56,7 @@
 
 struct auto_arg {
 	enum gw_coll_algo algo;
+	bool one_host;		/* every rank on one host: shm, no MAC */
 	const char *codec_r[2]; /* lists: each rank's */
 	const char *want[2];	/* lists: pieces of the error every rank reports */
 	char dir[64];		/* the parent's: the key, the results' hashes */
@@ -89,7 +94,9 @@ static int force_sched(struct gw_coll *c, int rank, int from, int n)
 }
 
 /* Context of job `job` over the store in dir (contexts one after another
- * share it) with codec, MAC required, and its collectives on a->algo.
+ * share it) with codec, MAC required (a->one_host: every rank on one host,
+ * its peers over shm where libfabric has it, no MAC), and its collectives
+ * on a->algo.
  * err (may be NULL) receives gw_ctx_create()'s reason. */
 static int open_rank(const struct auto_arg *a, int rank, int size, const char *dir, const char *job,
 		     const char *codec, struct rank_env *e, char *err, size_t errlen)
@@ -109,14 +116,15 @@ static int open_rank(const struct auto_arg *a, int rank, int size, const char *d
 	cfg.tp.job = job;
 	cfg.codec = codec;
 	cfg.min_compress_bytes = 64;
-	cfg.host_id = (uint64_t)(rank + 1) * 1000;
-	cfg.mac_mode = GW_MAC_REQUIRED;
-	cfg.mac_key_file = key;
+	cfg.host_id = a->one_host ? 1000 : (uint64_t)(rank + 1) * 1000;
+	cfg.mac_mode = a->one_host ? GW_MAC_OFF : GW_MAC_REQUIRED;
+	cfg.mac_key_file = a->one_host ? NULL : key;
+	cfg.tp.local_auto = a->one_host;
 	*e = (struct rank_env){ 0 };
 	rc = gw_store_file_create(dir, &e->st);
 	if (!rc)
 		rc = gw_ctx_create(&cfg, rank, size, e->st, &e->ctx, err, errlen);
-	if (!rc && tp_check_loopback(gw_ctx_tp(e->ctx), &env))
+	if (!rc && !a->one_host && tp_check_loopback(gw_ctx_tp(e->ctx), &env))
 		rc = -EADDRNOTAVAIL;
 	if (!rc)
 		rc = gw_coll_create(e->ctx, &e->c);
@@ -514,6 +522,94 @@ static void test_lists(void)
 	run(body_apart, &a, 2, 60, NULL);
 }
 
+/* ---- on shm, where compression cannot pay ------------------------------------ */
+
+#define BIG (4u << 20) /* values: 16 MiB, a call long enough to time */
+
+/*
+ * Every rank on one host, over shm, auto:int8,fp16,none on a tensor of
+ * 16 MiB: the exploration chooses `none` on every link (up to 3 of them,
+ * for a slow minute of a shared machine: the ranks agree on another
+ * through an exact allreduce of a flag), and from the second call after it
+ * the calls run exactly: no residual owed, each replica the exact sum's
+ * bits. Without shm here it says so and checks nothing.
+ */
+static int body_shm_none(int rank, int size, const char *dir, void *arg)
+{
+	float *y = tu_alloc((size_t)BIG * 4), *want = tu_alloc((size_t)BIG * 4);
+	float *x = tu_alloc((size_t)BIG * 4);
+	struct coll_auto *au;
+	struct rank_env e;
+	int step = 0, tries;
+
+	if (open_rank(arg, rank, size, dir, "shm", AUTO3, &e, NULL, 0))
+		return 50;
+	if (!strstr(gw_ctx_provider(e.ctx), "shm")) {
+		if (rank == 0)
+			printf("\n  no shm provider here (%s): nothing checked",
+			       gw_ctx_provider(e.ctx));
+		goto out;
+	}
+	au = &e.c->au;
+	for (tries = 1; tries <= 3; tries++) {
+		float other = 0;
+
+		for (int k = 0; k < 16 && (k == 0 || au->explore >= 0); k++) {
+			tu_fill(y, BIG, ct_seed(rank, BIG, step++));
+			if (gw_coll_allreduce_id(e.c, 1, y, BIG, GW_COLL_SUM, GW_CTX_LOSSY))
+				return 51;
+		}
+		if (au->explore >= 0 || !au->chosen)
+			return 52;
+		other = au->chosen != GW_CODEC_NONE + 1u;
+		if (gw_coll_allreduce_id(e.c, 2, &other, 1, GW_COLL_SUM, 0))
+			return 53;
+		if (other == 0)
+			break;
+		au->probe = true; /* every rank: the next call explores again */
+		au->say.rate |= 0x80u;
+	}
+	if (tries > 3) {
+		fprintf(stderr, "rank %d: 3 explorations, and a link chose a lossy codec: %s %.3f, "
+			"int8 %.3f, fp16 %.3f, none %.3f ns per value\n", rank,
+			id_name(au->chosen - 1u), au->tau[au->chosen - 1u], au->tau[GW_CODEC_INT8],
+			au->tau[GW_CODEC_FP16], au->tau[GW_CODEC_NONE]);
+		return 54;
+	}
+	for (int k = 0; k < 3; k++) {
+		tu_fill(y, BIG, ct_seed(rank, BIG, step));
+		tu_fill(want, BIG, ct_seed(0, BIG, step));
+		tu_fill(x, BIG, ct_seed(1, BIG, step++));
+		for (uint64_t i = 0; i < BIG; i++)
+			want[i] += x[i];
+		if (gw_coll_allreduce_id(e.c, 1, y, BIG, GW_COLL_SUM, GW_CTX_LOSSY))
+			return 55;
+		if (k && (!au->exact || !gw_ctx_residuals_zero(e.ctx) ||
+			  memcmp(y, want, (size_t)BIG * 4))) {
+			fprintf(stderr, "rank %d call %d after choosing none: %s, residuals %s, "
+				"sums %s\n", rank, k, au->exact ? "exact" : "lossy",
+				gw_ctx_residuals_zero(e.ctx) ? "zero" : "owed",
+				memcmp(y, want, (size_t)BIG * 4) ? "not exact" : "exact");
+			return 56;
+		}
+	}
+	if (rank == 0)
+		printf("\n  none chosen on shm (exploration %d: int8 %.3f, fp16 %.3f, none %.3f "
+		       "ns per value), then exact calls", tries, au->tau[GW_CODEC_INT8],
+		       au->tau[GW_CODEC_FP16], au->tau[GW_CODEC_NONE]);
+out:
+	close_rank(&e);
+	free(y), free(want), free(x);
+	return 0;
+}
+
+static void test_shm_none(void)
+{
+	struct auto_arg a = { .algo = GW_COLL_ALGO_RING, .one_host = true };
+
+	run(body_shm_none, &a, 2, 120, NULL);
+}
+
 /* ---- the decision, fed times ------------------------------------------------ */
 
 /* Up to k timed calls (coll_auto_timed()), each of times[the codec this rank
@@ -534,10 +630,11 @@ static int steps(struct gw_coll *c, const struct gw_codec *set, int n, const dou
 }
 
 /* An exploration begins as coll_auto_begin() begins one, nothing pruned
- * (no rate). */
+ * (no rate), every codec's buffers warm (test_cold leaves them cold). */
 static void explore(struct coll_auto *au)
 {
 	au->rate = 0;
+	au->warm = ~0u;
 	coll_auto_explore(au);
 }
 
@@ -547,7 +644,9 @@ static void explore(struct coll_auto *au)
  * int8 calls take 3 (the link changed: fp16's 1.5 is stale) keeps int8 and
  * asks for an exploration within 8 calls. That exploration's first call
  * runs int8 (stated before it began), so it tries only fp16 and none: 3
- * calls, and fp16, now 1.2, is chosen. */
+ * calls, and fp16, now 1.2, is chosen. Then compression must pay: a lossy
+ * codec wins over `none` only GAIN faster; and a codec's first, cold call
+ * in an exploration is not its time. */
 static int body_decide(int rank, int size, const char *dir, void *arg)
 {
 	double t[COLL_AUTO_IDS] = { 0 };
@@ -594,6 +693,33 @@ static int body_decide(int rank, int size, const char *dir, void *arg)
 			au->chosen - 1u);
 		return 25;
 	}
+	/* Compression must pay: a lossy codec under GAIN faster than `none`
+	 * loses to it; one over GAIN faster wins. */
+	t[GW_CODEC_INT8] = 1.0, t[GW_CODEC_FP16] = 1.05, t[GW_CODEC_NONE] = 1.1;
+	explore(au);
+	steps(e.c, set, n, t, 8, true);
+	if (au->chosen != GW_CODEC_NONE + 1u)
+		return 26;
+	t[GW_CODEC_NONE] = 1.2;
+	explore(au);
+	steps(e.c, set, n, t, 8, true);
+	if (au->chosen != GW_CODEC_INT8 + 1u)
+		return 27;
+	/* A codec's first call on the tensor is cold (20 ns per value here):
+	 * untimed, each codec runs twice, and the warm times choose. */
+	t[GW_CODEC_INT8] = 1.5, t[GW_CODEC_FP16] = 1.6, t[GW_CODEC_NONE] = 1.0;
+	explore(au);
+	au->warm = 0;
+	for (k = 0; k < 12 && au->explore >= 0; k++) {
+		unsigned id = (au->mine & ~COLL_AUTO_TRIAL) - 1u;
+
+		coll_auto_timed(e.c, set, n, au->warm & (1u << id) ? t[id] : 20.0);
+	}
+	if (k != 6 || au->chosen != GW_CODEC_NONE + 1u) {
+		fprintf(stderr, "rank %d: cold first calls: %d calls, chose %u\n", rank, k,
+			au->chosen - 1u);
+		return 28;
+	}
 	close_rank(&e);
 	free(y);
 	return 0;
@@ -615,6 +741,7 @@ int main(void)
 		{ "lists that share some codecs, and lists that cannot meet", test_lists },
 		{ "a switch only on times of the link as it is; explorations skip the held codec",
 		  test_decide },
+		{ "on shm: none chosen, then exact calls", test_shm_none },
 		CU_TEST_INFO_NULL,
 	};
 

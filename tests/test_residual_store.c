@@ -2,7 +2,8 @@
 /*
  * test_residual_store.c - the per-(peer, slot) residual store: creation, staged
  * commit and abort (a failed send loses nothing), reshapes, growth,
- * checkpoint files and their corruption.
+ * checkpoint files and their corruption, and the zero flags auto's exact
+ * path reads (a residual known to be all zeros, per entry and for all).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,12 +185,70 @@ static void test_checkpoint(void)
 	gw_rstore_destroy(rs2);
 }
 
+/* A send through e that completes; zero: what e->staged_zero says. */
+static void send_through(struct gw_rstore_entry *e, bool zero)
+{
+	CU_ASSERT_EQUAL_FATAL(gw_rstore_stage(e), 0);
+	e->pending = 1;
+	e->staged_zero = zero;
+	gw_rstore_commit(e);
+}
+
+static void test_zero(void)
+{
+	struct gw_codec c = codec("int8");
+	struct gw_rstore *rs;
+	struct gw_rstore_entry *e, *f;
+	int reshaped;
+
+	CU_ASSERT_EQUAL_FATAL(gw_rstore_create(&rs), 0);
+	CU_ASSERT(gw_rstore_all_zero(rs));
+	CU_ASSERT(gw_rstore_zero(rs, 1, 0, 8)); /* no entry: nothing owed */
+	CU_ASSERT_EQUAL_FATAL(gw_rstore_get(rs, 1, 0, 8, &c, &e, &reshaped), 0);
+	CU_ASSERT_EQUAL_FATAL(gw_rstore_get(rs, 2, 0, 8, &c, &f, &reshaped), 0);
+	CU_ASSERT(gw_rstore_zero(rs, 1, 0, 8));
+	CU_ASSERT(!gw_rstore_zero(rs, 1, 0, 4)); /* another shape: not this residual */
+	CU_ASSERT(gw_rstore_all_zero(rs));
+
+	/* A lossy send leaves a residual; a pending one may. */
+	send_through(e, false);
+	CU_ASSERT(!gw_rstore_zero(rs, 1, 0, 8));
+	CU_ASSERT(gw_rstore_zero(rs, 2, 0, 8));
+	CU_ASSERT(!gw_rstore_all_zero(rs));
+	CU_ASSERT_EQUAL_FATAL(gw_rstore_stage(e), 0);
+	e->pending = 1;
+	e->staged_zero = true;
+	CU_ASSERT(!gw_rstore_zero(rs, 1, 0, 8));
+	gw_rstore_abort(e); /* the old residual stays, and owes */
+	CU_ASSERT(!gw_rstore_zero(rs, 1, 0, 8));
+	CU_ASSERT(!gw_rstore_all_zero(rs));
+	send_through(e, true); /* `none` sent it all */
+	CU_ASSERT(gw_rstore_zero(rs, 1, 0, 8));
+	CU_ASSERT(gw_rstore_all_zero(rs));
+
+	/* Two owing; a reshape re-zeroes one, a reset both; written outside. */
+	send_through(e, false);
+	send_through(f, false);
+	CU_ASSERT_EQUAL_FATAL(gw_rstore_get(rs, 1, 0, 4, &c, &e, &reshaped), 0);
+	CU_ASSERT_EQUAL(reshaped, 1);
+	CU_ASSERT(gw_rstore_zero(rs, 1, 0, 4));
+	CU_ASSERT(!gw_rstore_all_zero(rs));
+	gw_rstore_reset(rs);
+	CU_ASSERT(gw_rstore_zero(rs, 2, 0, 8));
+	CU_ASSERT(gw_rstore_all_zero(rs));
+	gw_rstore_dirty(f);
+	CU_ASSERT(!gw_rstore_zero(rs, 2, 0, 8));
+	CU_ASSERT(!gw_rstore_all_zero(rs));
+	gw_rstore_destroy(rs);
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
 		{ "staged residual: commit and abort", test_stage_commit_abort },
 		{ "codec change, growth", test_codec_change_and_growth },
 		{ "checkpoint save/load, corruption, reset", test_checkpoint },
+		{ "zero flags: what a send leaves, reshapes, resets", test_zero },
 		CU_TEST_INFO_NULL,
 	};
 	return tu_run("residual_store", tests);

@@ -392,6 +392,10 @@ struct gw_ctx_own {
 int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n, const struct gw_codec *c,
 			struct gw_ctx_own *own);
 
+/** gw_ctx_residuals_zero() - whether no residual of ctx holds anything but
+ * zeros (nothing is owed: an exact call drops nothing). */
+bool gw_ctx_residuals_zero(const struct gw_ctx *ctx);
+
 /** gw_ctx_residual_bytes() - heap bytes of error feedback and codec state
  * held (every peer's and slot's residual, staged residual and state). */
 uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx);

@@ -356,6 +356,7 @@ int gw_ctx_own_residual(struct gw_ctx *ctx, uint32_t slot, uint64_t n, const str
 			"own slot %u: a tensor of %llu values "
 			"replaces the residual's shape; residual re-zeroed",
 			slot, (unsigned long long)n);
+	gw_rstore_dirty(e); /* the caller writes it */
 	*own = (struct gw_ctx_own){ &e->res, e->state, e->state_len };
 	return 0;
 }
@@ -463,6 +464,11 @@ int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path)
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path)
 {
 	return gw_rstore_load(ctx->rs, path);
+}
+
+bool gw_ctx_residuals_zero(const struct gw_ctx *ctx)
+{
+	return gw_rstore_all_zero(ctx->rs);
 }
 
 uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx)

@@ -137,6 +137,13 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *
 		return -EBUSY;
 	codec = send_codec(cs->c, flags);
 	r->lossy = (flags & GW_CTX_LOSSY) && gw_ctx_compresses(ctx, peer, n);
+	/* `none` (auto chose it) over a residual of zeros sends x and leaves
+	 * zeros: the exact frame, without error feedback's passes. */
+	if (r->lossy && codec->ops->id == GW_CODEC_NONE &&
+	    gw_rstore_zero(ctx->rs, (uint32_t)peer, slot, n))
+		r->lossy = false;
+	if (!r->lossy && sent == x) /* exact: the bits sent are x's own */
+		sent = NULL;
 	if (!r->lossy && !sent && (flags & GW_CTX_ZEROCOPY) && n * sizeof(float) >= GATHER_MIN &&
 	    gw_tp_can_sendv(ctx->tp, 3)) {
 		rc = post_gathered(ctx, cs, x, n, r);
@@ -181,8 +188,10 @@ int gw_ctx_isend_sent(struct gw_ctx *ctx, int peer, uint32_t slot, const float *
 	rc = post_frame(ctx, cs, GW_FRAME_TENSOR, r->lossy ? GW_FRAME_F_LOSSY : 0, (size_t)len, r);
 	if (rc)
 		return rc;
-	if (e)
+	if (e) {
 		e->pending = 1;
+		e->staged_zero = codec->ops->id == GW_CODEC_NONE;
+	}
 	r->res = e;
 	r->n = n;
 	return 0;

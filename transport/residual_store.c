@@ -36,7 +36,16 @@ struct gw_rstore {
 	} spare[RSTORE_SPARE_MAX]; /* oldest first */
 	unsigned nspare;
 	uint64_t spare_bytes;
+	size_t nonzero; /* entries whose committed residual may not be zeros */
 };
+
+/* e's committed residual is (zero) or may not be all zeros. */
+static void set_zero(struct gw_rstore_entry *e, bool zero)
+{
+	if (e->zero != zero)
+		e->rs->nonzero += zero ? (size_t)-1 : 1;
+	e->zero = zero;
+}
 
 /* Keep buf (n values) as a spare, dropping the oldest ones while there are
  * too many or they hold too much; one larger than the budget is freed. */
@@ -152,6 +161,7 @@ static int entry_reshape(struct gw_rstore_entry *e, uint64_t n, size_t state_len
 	e->state = state;
 	e->state_len = state_len;
 	e->codec_id = id;
+	set_zero(e, true);
 	return 0;
 }
 
@@ -196,6 +206,7 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 		e->rs = rs;
 		e->peer = peer;
 		e->slot = slot;
+		e->zero = true; /* nothing held yet */
 		rc = entry_reshape(e, n, state_len, c->ops->id);
 		if (!rc)
 			rc = gw_map_put(&rs->map, KEY(peer, slot), e);
@@ -212,6 +223,23 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 	}
 	*out = e;
 	return 0;
+}
+
+bool gw_rstore_zero(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n)
+{
+	const struct gw_rstore_entry *e = gw_map_get(&rs->map, KEY(peer, slot));
+
+	return !e || (e->res.n == n && e->zero && !e->pending);
+}
+
+bool gw_rstore_all_zero(const struct gw_rstore *rs)
+{
+	return !rs->nonzero;
+}
+
+void gw_rstore_dirty(struct gw_rstore_entry *e)
+{
+	set_zero(e, false);
 }
 
 int gw_rstore_stage(struct gw_rstore_entry *e)
@@ -233,6 +261,7 @@ void gw_rstore_commit(struct gw_rstore_entry *e)
 	e->res.buf = e->staged;
 	e->staged = NULL;
 	e->pending = 0;
+	set_zero(e, e->staged_zero);
 	spare_put(e->rs, t, e->res.n);
 }
 
@@ -252,6 +281,7 @@ void gw_rstore_reset(struct gw_rstore *rs)
 	FOR_EACH(rs, e)
 	{
 		gw_residual_reset(&e->res);
+		set_zero(e, true);
 		if (e->state_len)
 			memset(e->state, 0, e->state_len);
 	}
@@ -431,6 +461,7 @@ int gw_rstore_load(struct gw_rstore *rs, const char *path)
 		if (rc)
 			goto out;
 		rc = -EBADMSG;
+		set_zero(e, false);
 		if (ckpt_read(&r, e->res.buf, (size_t)n * sizeof(float)) ||
 		    ckpt_read(&r, e->state, state_len))
 			goto out;

@@ -13,6 +13,7 @@
 #ifndef GW_RESIDUAL_STORE_H
 #define GW_RESIDUAL_STORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "gradwire/codec.h"
 
@@ -28,6 +29,8 @@ struct gw_rstore_entry {
 	size_t state_len;
 	uint8_t codec_id; /* the codec the state belongs to */
 	int pending;	  /* a staged residual awaits commit or abort */
+	bool zero;	  /* the committed residual is all zeros */
+	bool staged_zero; /* ... and the staged one will be */
 };
 
 int gw_rstore_create(struct gw_rstore **out);
@@ -46,12 +49,26 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
 		  const struct gw_codec *c, struct gw_rstore_entry **e, int *reshaped);
 
 /**
+ * gw_rstore_zero() - whether a send of n values on (peer, slot) would carry
+ * a residual of zeros only: no entry yet, or one of n values whose committed
+ * residual is all zeros (a `none` send left it so) and no send pending.
+ */
+bool gw_rstore_zero(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n);
+
+/** gw_rstore_all_zero() - whether every entry's committed residual is zeros. */
+bool gw_rstore_all_zero(const struct gw_rstore *rs);
+
+/** gw_rstore_dirty() - e's residual is written outside the store (own entries). */
+void gw_rstore_dirty(struct gw_rstore_entry *e);
+
+/**
  * gw_rstore_stage() - lend e a staging buffer of e->res.n values (a spare of
  * that length, or a new one) unless it holds one. Return: 0 or -ENOMEM.
  */
 int gw_rstore_stage(struct gw_rstore_entry *e);
 
-/** gw_rstore_commit() - the send completed: the staged residual becomes current. */
+/** gw_rstore_commit() - the send completed: the staged residual becomes
+ * current (all zeros when the sender set e->staged_zero). */
 void gw_rstore_commit(struct gw_rstore_entry *e);
 /** gw_rstore_abort() - the send failed: keep the old residual. */
 void gw_rstore_abort(struct gw_rstore_entry *e);
