@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include "gradwire/codec.h"
 
-#define COLL_AUTO_IDS 16      /* codec wire ids auto keeps costs for */
-#define COLL_AUTO_TRIAL 0x40u /* a stated choice (id + 1) that is an exploration's trial */
-#define COLL_AUTO_ZERO 0x80u  /* ... by a rank that owes no residual (all zeros) */
-#define COLL_AUTO_CODEC(x) ((x) & 0x3fu) /* a stated choice's id + 1 */
+#define COLL_AUTO_IDS 16	       /* codec wire ids auto keeps costs for */
+#define COLL_AUTO_TRIAL 0x40u	       /* a stated choice (id + 1) that is an exploration's trial */
+#define COLL_AUTO_ZERO 0x80u	       /* ... by a rank that owes no residual (all zeros) */
+#define COLL_AUTO_CODEC(x) ((x)&0x3fu) /* a stated choice's id + 1 */
 
 /*
  * What a rank states for auto at a call check, so that every rank learns

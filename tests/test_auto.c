@@ -570,10 +570,11 @@ static int body_shm_none(int rank, int size, const char *dir, void *arg)
 		au->say.rate |= 0x80u;
 	}
 	if (tries > 3) {
-		fprintf(stderr, "rank %d: 3 explorations, and a link chose a lossy codec: %s %.3f, "
-			"int8 %.3f, fp16 %.3f, none %.3f ns per value\n", rank,
-			id_name(au->chosen - 1u), au->tau[au->chosen - 1u], au->tau[GW_CODEC_INT8],
-			au->tau[GW_CODEC_FP16], au->tau[GW_CODEC_NONE]);
+		fprintf(stderr,
+			"rank %d: 3 explorations, and a link chose a lossy codec: %s %.3f, "
+			"int8 %.3f, fp16 %.3f, none %.3f ns per value\n",
+			rank, id_name(au->chosen - 1u), au->tau[au->chosen - 1u],
+			au->tau[GW_CODEC_INT8], au->tau[GW_CODEC_FP16], au->tau[GW_CODEC_NONE]);
 		return 54;
 	}
 	for (int k = 0; k < 3; k++) {
@@ -586,8 +587,10 @@ static int body_shm_none(int rank, int size, const char *dir, void *arg)
 			return 55;
 		if (k && (!au->exact || !gw_ctx_residuals_zero(e.ctx) ||
 			  memcmp(y, want, (size_t)BIG * 4))) {
-			fprintf(stderr, "rank %d call %d after choosing none: %s, residuals %s, "
-				"sums %s\n", rank, k, au->exact ? "exact" : "lossy",
+			fprintf(stderr,
+				"rank %d call %d after choosing none: %s, residuals %s, "
+				"sums %s\n",
+				rank, k, au->exact ? "exact" : "lossy",
 				gw_ctx_residuals_zero(e.ctx) ? "zero" : "owed",
 				memcmp(y, want, (size_t)BIG * 4) ? "not exact" : "exact");
 			return 56;
@@ -595,8 +598,9 @@ static int body_shm_none(int rank, int size, const char *dir, void *arg)
 	}
 	if (rank == 0)
 		printf("\n  none chosen on shm (exploration %d: int8 %.3f, fp16 %.3f, none %.3f "
-		       "ns per value), then exact calls", tries, au->tau[GW_CODEC_INT8],
-		       au->tau[GW_CODEC_FP16], au->tau[GW_CODEC_NONE]);
+		       "ns per value), then exact calls",
+		       tries, au->tau[GW_CODEC_INT8], au->tau[GW_CODEC_FP16],
+		       au->tau[GW_CODEC_NONE]);
 out:
 	close_rank(&e);
 	free(y), free(want), free(x);
