@@ -40,12 +40,16 @@
  *   wire(k) = values x wire bytes per value / rate
  *   T(k) = max(cpu, wire) + OVERLAP_REST x min(cpu, wire)
  * and measured by running it. An exploration runs each codec of the set
- * for one call (the codec the link had runs its first, as stated before it
- * began), all ranks in the same calls (it starts when some rank asks
+ * for one timed call (the codec the link had runs its first, as stated
+ * before it began; a codec's first call on the tensor, cold, is not timed
+ * and runs again), all ranks in the same calls (it starts when some rank asks
  * for it in the call check: at the first lossy call, and when a rank's
  * call time per value moved by CHANGE or more, link_changed() below),
  * except codecs the prediction puts at PRUNE times the best or worse (on a
- * slow link, `none`). Then the fastest measured codec is chosen. Between
+ * slow link, `none`). Then the fastest measured codec is chosen, but
+ * compression must pay: a lossy codec only when GAIN faster than a measured
+ * `none`. A call where every rank states `none` and owes no residual
+ * (COLL_AUTO_ZERO) runs exactly on every rank (coll_auto_exact()). Between
  * explorations the current codec's time keeps being measured, and a switch
  * to another explored codec needs GAIN for STREAK calls in a row, so that
  * the choice does not flap on noise; only while the current codec's time

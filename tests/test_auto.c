@@ -526,13 +526,28 @@ static void test_lists(void)
 
 #define BIG (4u << 20) /* values: 16 MiB, a call long enough to time */
 
+/* A sanitizer's build times its own checks, not the codecs' (an exact
+ * call of 16 MiB measured 3.6x fp16's under ASan): there the choice is
+ * forced and only what follows it is checked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TIMES_MEAN_NOTHING 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TIMES_MEAN_NOTHING 1
+#endif
+#endif
+#ifndef TIMES_MEAN_NOTHING
+#define TIMES_MEAN_NOTHING 0
+#endif
+
 /*
  * Every rank on one host, over shm, auto:int8,fp16,none on a tensor of
  * 16 MiB: the exploration chooses `none` on every link (up to 3 of them,
  * for a slow minute of a shared machine: the ranks agree on another
  * through an exact allreduce of a flag), and from the second call after it
  * the calls run exactly: no residual owed, each replica the exact sum's
- * bits. Without shm here it says so and checks nothing.
+ * bits. Without shm here it says so and checks nothing; in a sanitizer's
+ * build `none` is forced (gw_coll_auto_force()) and the rest is checked.
  */
 static int body_shm_none(int rank, int size, const char *dir, void *arg)
 {
@@ -551,7 +566,16 @@ static int body_shm_none(int rank, int size, const char *dir, void *arg)
 		goto out;
 	}
 	au = &e.c->au;
-	for (tries = 1; tries <= 3; tries++) {
+	if (TIMES_MEAN_NOTHING) {
+		const uint8_t none[] = { GW_CODEC_NONE };
+
+		if (gw_coll_auto_force(e.c, none, 1))
+			return 57;
+		au->chosen = GW_CODEC_NONE + 1u;
+		if (rank == 0)
+			printf("\n  a sanitizer's build: none forced, its choice not timed");
+	}
+	for (tries = 1; tries <= 3 && !TIMES_MEAN_NOTHING; tries++) {
 		float other = 0;
 
 		for (int k = 0; k < 16 && (k == 0 || au->explore >= 0); k++) {
@@ -596,7 +620,7 @@ static int body_shm_none(int rank, int size, const char *dir, void *arg)
 			return 56;
 		}
 	}
-	if (rank == 0)
+	if (rank == 0 && !TIMES_MEAN_NOTHING)
 		printf("\n  none chosen on shm (exploration %d: int8 %.3f, fp16 %.3f, none %.3f "
 		       "ns per value), then exact calls",
 		       tries, au->tau[GW_CODEC_INT8], au->tau[GW_CODEC_FP16],
