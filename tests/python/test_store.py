@@ -10,10 +10,16 @@
   values are larger than the library's buffer fails it (-ENOSPC inside);
   one whose set raises fails it with the Python error in the message.
 - The library rejects an unknown GRADWIRE_* variable by name.
+- python3 -m gradwire.store serves a TCPStore in a process of its own: two
+  clients meet through it, a client process killed after its set leaves
+  the key served, SIGTERM stops it (status 0) within seconds, and a port
+  in use ends a second one with status 1 and the reason.
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
 """
+import datetime
 import errno
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -88,10 +94,66 @@ def unknown_variable():
           "an unknown GRADWIRE_* variable fails init, named")
 
 
+def client(port):
+    """A TCPStore client of 127.0.0.1:port, 10 s timeout."""
+    kw = {"is_master": False, "timeout": datetime.timedelta(seconds=10)}
+    try:
+        return dist.TCPStore("127.0.0.1", port, None, **kw)
+    except RuntimeError as e:	# a torch without libuv whose store asks for it
+        if "libuv" not in str(e):
+            raise
+        return dist.TCPStore("127.0.0.1", port, None, use_libuv=False, **kw)
+
+
+def start_server(port):
+    """python3 -m gradwire.store --port port; (process, its first line)."""
+    p = subprocess.Popen([sys.executable, "-m", "gradwire.store", "--port", str(port)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, p.stdout.readline().strip()	# it exits on error: never blocks for long
+
+
+def standalone_store():
+    p, line = start_server(0)
+    try:
+        ok = line.startswith("gradwire.store: serving on 127.0.0.1:")
+        check(ok, f"the store says where it serves: '{line}'")
+        if not ok:
+            return
+        port = int(line.split(":")[2].split()[0])
+        a, b = client(port), client(port)
+        a.set("k", b"from a")
+        check(b.get("k") == b"from a", "two clients meet through it")
+        code = (f"import os, signal, sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+                f"from test_store import client\nclient({port}).set('dead', b'before dying')\n"
+                "os.kill(os.getpid(), signal.SIGKILL)\n")
+        k = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True)
+        check(k.returncode == -signal.SIGKILL and b.get("dead") == b"before dying",
+              "a client killed after its set: the key is still served")
+        q, qline = start_server(port)
+        try:
+            err = q.communicate(timeout=60)[1].strip()
+        except subprocess.TimeoutExpired:
+            q.kill()
+            err = "still running"
+        check(q.returncode == 1 and f"cannot serve on port {port}" in err,
+              f"a second store on its port: status {q.returncode}, '{(err.splitlines() or [''])[-1]}'")
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=30)[0]
+        dt = time.monotonic() - t
+        check(p.returncode == 0 and "stopped (SIGTERM)" in out and dt < 10,
+              f"SIGTERM stops it: status {p.returncode} after {dt:.2f} s")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def main():
     store_fns()
     callbacks()
     unknown_variable()
+    standalone_store()
     return exit_code()
 
 

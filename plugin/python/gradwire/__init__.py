@@ -5,6 +5,8 @@
   as ctypes structures, and Library, which loads it.
 - gradwire.torch: PyTorch communication hooks, DDP and FSDP1 (imported on demand, so
   this package works without torch).
+- gradwire.store: `python3 -m gradwire.store --port PORT` serves a TCPStore in a
+  process of its own, so that no trainer holds the job's rendezvous.
 
 No compiled extension: the package is plain Python and finds the shared
 object through an explicit path, the GW_LIB environment variable (not a
