@@ -12,7 +12,8 @@ the others still meet through it. Trainers reach it as a client, e.g.
 --port 0 takes a free port. The first line on stdout says where it serves:
 "gradwire.store: serving on HOST:PORT (pid N)"; then it waits. torch's
 TCPStore listens on every interface of the host on that port; --host is
-only the name this line gives for it (default: 127.0.0.1). On a torch built
+the name clients reach it by (default: 127.0.0.1), which the store's own
+client connects through too, so it must name this host. On a torch built
 without libuv whose store asks for it (Debian's 2.6) it asks for none.
 Errors (a port in use, no torch) end it with status 1 and one line saying
 why.
@@ -43,7 +44,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m gradwire.store", description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, required=True, help="TCP port (0: a free one)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="the name clients reach it by, for the first line (127.0.0.1)")
+                   help="the name clients reach it by; it must name this host (127.0.0.1)")
     p.add_argument("--timeout-s", type=float, default=300.0,
                    help="the store's timeout for its own operations (300)")
     a = p.parse_args(argv)
