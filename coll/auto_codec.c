@@ -574,9 +574,8 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 	const struct gw_codec *best;
 	double cur;
 
-	if (a->mine &&
-	    (a->mine & ~COLL_AUTO_TRIAL) - 1u < COLL_AUTO_IDS) { /* what this call ran with */
-		unsigned id = (a->mine & ~COLL_AUTO_TRIAL) - 1u;
+	if (a->mine && COLL_AUTO_CODEC(a->mine) - 1u < COLL_AUTO_IDS) { /* what this call ran */
+		unsigned id = COLL_AUTO_CODEC(a->mine) - 1u;
 
 		/* A codec's first call on the tensor (or the exact path's)
 		 * grows and faults in its buffers: not its time. An

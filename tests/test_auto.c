@@ -650,7 +650,7 @@ static int steps(struct gw_coll *c, const struct gw_codec *set, int n, const dou
 	int i;
 
 	for (i = 0; i < k && !c->au.probe && !(to_end && c->au.explore < 0); i++) {
-		unsigned id = (c->au.mine & ~COLL_AUTO_TRIAL) - 1u;
+		unsigned id = COLL_AUTO_CODEC(c->au.mine) - 1u;
 
 		coll_auto_timed(c, set, n, c->au.mine ? times[id] : 1.0);
 	}
@@ -739,7 +739,7 @@ static int body_decide(int rank, int size, const char *dir, void *arg)
 	explore(au);
 	au->warm = 0;
 	for (k = 0; k < 12 && au->explore >= 0; k++) {
-		unsigned id = (au->mine & ~COLL_AUTO_TRIAL) - 1u;
+		unsigned id = COLL_AUTO_CODEC(au->mine) - 1u;
 
 		coll_auto_timed(e.c, set, n, au->warm & (1u << id) ? t[id] : 20.0);
 	}
