@@ -203,6 +203,7 @@ int coll_check_call(struct gw_coll *c, uint64_t key, uint64_t n, enum gw_coll_op
 			call_diff(c->errmsg, sizeof(c->errmsg), &d0, 0, &x, i);
 			c->err = -EINVAL;
 			gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s", c->errmsg);
+			coll_revoke(c);
 			return -EINVAL;
 		}
 	}

@@ -86,21 +86,44 @@ void gw_coll_set_algo(struct gw_coll *c, enum gw_coll_algo algo)
 	c->agreed = false;	 /* agreement: it looks at the links that algorithm uses */
 }
 
-/* Remember the first error and say where it happened, and with whom. */
+void coll_revoke(struct gw_coll *c)
+{
+	struct gw_tp *tp = gw_ctx_tp(c->ctx);
+
+	if (gw_tp_lost_peer(tp) < 0)
+		gw_tp_revoke(tp, c->errmsg);
+}
+
+/* Remember the first error and say where it happened, and with whom (and
+ * why, when that rank revoked the context); then revoke it. */
 int coll_fail(struct gw_coll *c, int rc, const char *what, int step)
 {
+	struct gw_tp *tp = gw_ctx_tp(c->ctx);
 	bool receiving;
-	int peer = gw_ctx_failed_peer(c->ctx, &receiving);
+	int peer = gw_ctx_failed_peer(c->ctx, &receiving), lost = gw_tp_lost_peer(tp);
+	const char *mine = gw_tp_revoked(tp), *why;
+
+	if (lost >= 0) /* a post to any rank fails once one is gone: name that one */
+		peer = lost;
+	why = gw_tp_peer_why(tp, peer);
+	char *m = c->errmsg;
+	size_t len = sizeof(c->errmsg);
 
 	if (!c->err) {
 		c->err = rc;
-		if (peer >= 0)
-			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s (%s rank %d)",
-				 what, step, gw_strerror(rc),
-				 receiving ? "receiving from" : "sending to", peer);
+		if (mine && rc == -ECONNABORTED)
+			snprintf(m, len, "%s step %d failed: this rank revoked the context (%s)",
+				 what, step, mine);
+		else if (why)
+			snprintf(m, len, "%s step %d failed: rank %d revoked the context (%s)",
+				 what, step, peer, why);
+		else if (peer >= 0)
+			snprintf(m, len, "%s step %d failed: %s (%s rank %d)", what, step,
+				 gw_strerror(rc), receiving ? "receiving from" : "sending to",
+				 peer);
 		else
-			snprintf(c->errmsg, sizeof(c->errmsg), "%s step %d failed: %s", what, step,
-				 gw_strerror(rc));
+			snprintf(m, len, "%s step %d failed: %s", what, step, gw_strerror(rc));
+		coll_revoke(c);
 	}
 	gw_log(GW_LOG_ERROR, GW_LOG_ERROR, c->rank, "%s step %d failed: %s", what, step,
 	       gw_strerror(rc));

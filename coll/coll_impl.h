@@ -114,8 +114,14 @@ static inline int mod(int a, int m)
 #define KEY_CNT (UINT64_C(1) << 60)
 
 /* coll.c */
-/* Remember the first error and say where it happened, and with whom. */
+/* Remember the first error, say where it happened, with whom and (when
+ * that rank revoked) why, then coll_revoke(). Return: rc. */
 int coll_fail(struct gw_coll *c, int rc, const char *what, int step);
+/* After the first error (c->errmsg): a failed collective leaves the ranks'
+ * sequence numbers out of step, so revoke the context, and every peer's
+ * pending and later calls fail at once, naming this rank and c->errmsg.
+ * Not when a rank's loss ended it: every rank sees that one for itself. */
+void coll_revoke(struct gw_coll *c);
 /* g->shm: every other member is reached over the shm provider. Then all are
  * on this rank's host, and each member finds the same (host ids and the
  * local provider agree on every rank: transport/tp.c). */

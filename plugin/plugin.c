@@ -350,7 +350,18 @@ static void plugin_queue_cancel(struct gradwire_queue *q)
 
 static const char *plugin_error(struct gradwire_context *g)
 {
-	return g ? gw_coll_error(g->coll) : NULL;
+	const char *e;
+
+	if (!g)
+		return NULL;
+	e = gw_coll_error(g->coll);
+	return e ? e : gw_tp_revoked(gw_ctx_tp(g->ctx));
+}
+
+static void plugin_revoke(struct gradwire_context *g, const char *reason)
+{
+	if (g)
+		gw_tp_revoke(gw_ctx_tp(g->ctx), reason);
 }
 
 static int plugin_allgather(struct gradwire_context *g, const void *send, void *recv,
@@ -456,4 +467,5 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.allgather_f32 = plugin_allgather_f32,
 	.reduce_scatter_counts = plugin_reduce_scatter_counts,
 	.allgather_f32_counts = plugin_allgather_f32_counts,
+	.revoke = plugin_revoke,
 };

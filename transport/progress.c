@@ -471,6 +471,8 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 	if (!tp || peer < 0 || peer >= tp->size || slot > GW_TP_SLOT_MAX || kind == 0 ||
 	    kind > 15 || (!buf && len) || tp->closed)
 		return -EINVAL;
+	if (atomic_load(&tp->revoked))
+		return -ECONNABORTED; /* logged once, by gw_tp_revoke() */
 	if (tp->peer_lost[peer]) {
 		tp_log(tp, GW_LOG_ERROR,
 		       "posting a %s rank %d (%zu bytes): rank %d is gone (its connection closed)",
@@ -516,8 +518,8 @@ static int post(struct gw_tp *tp, enum tp_op_dir dir, unsigned kind, int peer, u
 		if (tp_progress_once(tp, 0) == 0)
 			backoff(tp, &step);
 		tp_live_poll(tp); /* net refuses a dead peer's sends with EAGAIN */
-		if (tp->peer_lost[peer]) {
-			r = -FI_ECONNRESET;
+		if (tp->peer_lost[peer] || atomic_load(&tp->revoked)) {
+			r = atomic_load(&tp->revoked) ? -FI_ECONNABORTED : -FI_ECONNRESET;
 			break;
 		}
 	}

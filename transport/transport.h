@@ -229,6 +229,22 @@ void gw_tp_post_once(struct gw_tp *tp, bool on);
 void gw_tp_lost_ends_all(struct gw_tp *tp, bool on);
 /** gw_tp_lost_peer() - the first peer declared gone, or -1. */
 int gw_tp_lost_peer(const struct gw_tp *tp);
+/* Revocation texts are cut to this many bytes, the NUL included. */
+#define GW_TP_WHY_MAX 256
+/**
+ * gw_tp_revoke() - end tp for good, here and at every peer. Each peer that
+ * watches our liveness socket (live.c) reads why and declares us gone at
+ * its next look (waits look every TP_LIVE_MS); with gw_tp_lost_ends_all()
+ * every wait of its ends. Here every pending and later operation fails
+ * with -ECONNABORTED. Once: later calls do nothing. Safe from any thread
+ * while another drives tp (only not beside gw_tp_destroy()).
+ */
+void gw_tp_revoke(struct gw_tp *tp, const char *why);
+/** gw_tp_revoked() - why tp was revoked here, or NULL. */
+const char *gw_tp_revoked(const struct gw_tp *tp);
+/** gw_tp_peer_why() - what peer said when it revoked (printable ASCII, not
+ * trusted: shown, never acted upon), or NULL. */
+const char *gw_tp_peer_why(const struct gw_tp *tp, int peer);
 /** gw_tp_addr_str() - the first link's address as text (for logs and
  * tests): the main link's when it is open. */
 const char *gw_tp_addr_str(const struct gw_tp *tp);
@@ -443,6 +459,7 @@ bool gw_tp_same_ip(const void *a, const void *b, size_t len, uint32_t fmt);
 /* ---- inside the transport ------------------------------------------------- */
 
 #ifdef GW_TP_INTERNAL
+#include <stdatomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
@@ -547,6 +564,12 @@ struct gw_tp {
 	int64_t live_next; /* the next poll() of live_fd[] */
 	int lost_first;	   /* the first peer declared gone, or -1 */
 	bool lost_all;	   /* gw_tp_lost_ends_all() */
+	/* Revocation (live.c), from any thread: 0, 1 (claimed: every op here
+	 * ends), 2 (revoke_why written); what each peer said as it revoked
+	 * (NULL: nothing). */
+	atomic_int revoked;
+	char revoke_why[GW_TP_WHY_MAX];
+	char **peer_why;
 
 	struct tp_slab *slabs;
 	struct tp_op *free_ops;

@@ -89,11 +89,12 @@ static void drain(struct gw_tp *tp)
 				orphan(tp, &sl->ops[i]);
 }
 
-/* Whether op ends because a peer is gone: its own, or any with
- * gw_tp_lost_ends_all(). */
+/* Whether op ends because a peer is gone (its own, or any with
+ * gw_tp_lost_ends_all()) or because we revoked. */
 static bool op_lost(const struct gw_tp *tp, const struct tp_op *op)
 {
-	return tp->peer_lost[op->peer] || (tp->lost_all && tp->lost_first >= 0);
+	return tp->peer_lost[op->peer] || (tp->lost_all && tp->lost_first >= 0) ||
+	       atomic_load_explicit(&tp->revoked, memory_order_relaxed);
 }
 
 /* A result that says the peer cannot be reached (not a refused message). */
@@ -128,8 +129,8 @@ static ssize_t finish(struct gw_tp *tp, struct gw_tp_req *req, int why)
 		cancel_begin(tp, op);
 		drain(tp);
 	}
-	if (op_lost(tp, op) && why != -ECANCELED)
-		why = -ECONNRESET; /* withdrawn because its peer is gone */
+	if (op_lost(tp, op) && why != -ECANCELED) /* withdrawn: its peer is gone, or we revoked */
+		why = atomic_load(&tp->revoked) ? -ECONNABORTED : -ECONNRESET;
 	result = op->state == OP_ORPHAN ? why : op->result;
 	req->done_ns = op->state == OP_ORPHAN ? 0 : op->done_ns;
 	if (op->cancelling && result == -ECANCELED)

@@ -276,8 +276,9 @@ struct gradwire_plugin_v1 {
 
 	/**
 	 * @error: what the first failed collective on ctx said (which ranks,
-	 * which peer, what differed), or NULL while nothing failed. The text
-	 * stays valid until context_destroy().
+	 * which peer, what differed; a peer that revoked and its reason), or,
+	 * after revoke() here, its reason; NULL while nothing failed. The
+	 * text stays valid until context_destroy().
 	 */
 	const char *(*error)(struct gradwire_context *ctx);
 
@@ -323,6 +324,18 @@ struct gradwire_plugin_v1 {
 	 */
 	int (*allgather_f32_counts)(struct gradwire_context *ctx, uint32_t id, float *buf,
 				    uint64_t n, const uint64_t *counts, unsigned flags);
+
+	/**
+	 * @revoke: end ctx for good, here and on every peer, for reason (cut
+	 * to 255 bytes; e.g. the exception a hook raised). Each peer's pending
+	 * and later collectives on its context fail within a second of a wait
+	 * (-ECONNRESET), and its error() names this rank and reason. Here every
+	 * later call fails with -ECONNABORTED. A failed collective revokes by
+	 * itself (unless a peer's death ended it: every rank sees that). Safe
+	 * from any thread, e.g. while a queue runs; not beside
+	 * context_destroy(). Later calls do nothing.
+	 */
+	void (*revoke)(struct gradwire_context *ctx, const char *reason);
 };
 
 /* queue_submit(): tickets waiting or running at once, at most. */

@@ -17,7 +17,11 @@ error feedback, an MLP cut into several DDP buckets:
 - exit: a process that never calls close() exits 0 at once (the State
   closes at exit);
 - an exception in the middle of backward (a hook that raises on one rank):
-  both processes end, neither hangs, the other's error names the first.
+  both processes end, neither hangs, the other's error names the first;
+- an exception inside gradwire's hook on rank 0, which then stays alive
+  with its State open (so only the revoke can tell rank 1): with
+  GRADWIRE_TIMEOUT_MS at 60 s, rank 1's backward raises within 1 s of the
+  exception, naming rank 0 and the exception.
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
 """
 import errno
@@ -89,7 +93,7 @@ def train(gwt, rank, steps, sync, hook_wrap=None, leave_after=None):
 def worker(case, rank, folder):
     os.environ.update(ENV)
     os.environ["GW_KILL_STAMP"] = os.path.join(folder, "killed")
-    if case == "dead":	# only the dead peer's closed connection makes it fast
+    if case in ("dead", "revoke"):	# only the liveness socket makes it fast
         os.environ["GRADWIRE_TIMEOUT_MS"] = "60000"
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/pg", rank=rank,
@@ -174,6 +178,35 @@ def worker(case, rank, folder):
         except Exception as e:  # noqa: BLE001
             say(rank == 0 and "user error" in str(e) or rank == 1 and "rank 0" in str(e),
                 f"rank {rank} ends with: {str(e)[:160]}")
+    elif case == "revoke":
+        stamp = os.path.join(folder, "raised")
+        calls = [0]
+
+        def raise_inside(st, bucket):	# gradwire's own hook raises on rank 0
+            calls[0] += 1
+            if rank == 0 and calls[0] == 5:
+                def broken(*_):
+                    with open(stamp, "w") as f:
+                        f.write(repr(time.monotonic()))
+                    raise RuntimeError("injected inside the hook")
+                st.reduce_bucket = broken
+        try:
+            train(gwt, rank, 10, sync=False, hook_wrap=raise_inside)
+            say(False, f"rank {rank} trained on")
+        except Exception as e:  # noqa: BLE001 - what DDP raises
+            t = time.monotonic()
+            if rank == 0:
+                say("injected" in str(e), f"rank 0 raises its own error: {str(e)[:120]}")
+                time.sleep(3)	# alive, State open: only the revoke tells rank 1
+            else:
+                with open(stamp) as f:
+                    dt = t - float(f.read())
+                say("rank 0 revoked" in str(e) and "injected inside the hook" in str(e),
+                    f"rank 1's error names rank 0 and why: {str(e)[:240]}")
+                say(dt < 1.0, f"rank 1 failed {dt:.2f} s after rank 0's hook raised "
+                    f"(GRADWIRE_TIMEOUT_MS {os.environ['GRADWIRE_TIMEOUT_MS']})")
+        for st in list(gwt._open_states):
+            st.close()
     with open(os.path.join(folder, f"out-{rank}"), "w") as f:
         f.write("\n".join(out) + "\n")
 
@@ -218,6 +251,7 @@ def main():
     run("cancel")
     run("exit", limit_s=40)
     run("raise", expect_exit=(None, None), limit_s=40)
+    run("revoke", limit_s=40)
     return exit_code()
 
 

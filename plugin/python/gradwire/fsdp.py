@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 from . import lib as _lib
-from .torch import MAX_LOSSY, State
+from .torch import MAX_LOSSY, State, revoking
 
 
 FSDP_TORCH = (2, 0)	# FSDP1's reduce-scatter communication hook
@@ -199,6 +199,7 @@ class FsdpState(State):
             out.div_(self.postdivide)
 
 
+@revoking
 def fsdp_hook(state, grad, output=None):
     """FSDP1 communication hook: reduce-scatter the flat gradient grad into
     output (this rank's shard) over gradwire, compressed with error

@@ -97,6 +97,7 @@ class PluginV1(ctypes.Structure):
                                      ctypes.POINTER(_u64), _i, ctypes.c_uint)),
         ("allgather_f32_counts", _F(_i, _ctx_p, _u32, _vp, _u64,
                                     ctypes.POINTER(_u64), ctypes.c_uint)),
+        ("revoke", _F(None, _ctx_p, _cp)),
     ]
 
 
@@ -377,6 +378,13 @@ class Context:
             return ""
         e = self.lib.t.error(self.h)
         return e.decode(errors="replace") if e else ""
+
+    def revoke(self, reason):
+        """End this context for good, here and on every peer: their pending
+        and later calls fail within a second, naming this rank and reason
+        (cut to 255 bytes). Safe from any thread; a no-op once closed."""
+        if self.h:
+            self.lib.t.revoke(self.h, str(reason).encode(errors="replace")[:255])
 
     def queue(self):
         """A Queue of allreduces run by a gradwire thread (queue_create)."""

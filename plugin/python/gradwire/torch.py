@@ -76,6 +76,7 @@ every rank saves and restores its own.
 import atexit
 import collections
 import datetime
+import functools
 import hashlib
 import logging
 import math
@@ -479,6 +480,15 @@ class State:
                 "connect_s": self._connect_s, "allreduce_s": self._allreduce_s,
                 "time_s": self._connect_s + self._allreduce_s}
 
+    def revoke(self, reason):
+        """End this State's context on every rank: each other rank's pending
+        and later gradwire calls fail within a second, naming this rank and
+        reason, instead of waiting out the timeout. The hooks call it when
+        they raise; call it where the training loop fails on one rank only.
+        close() is still needed."""
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.revoke(reason)
+
     def close(self):
         """Close the connections (the hook must not run afterwards). Buckets
         not yet sent fail their futures (ECANCELED); one in flight finishes
@@ -767,9 +777,27 @@ def _close_at_exit():
             pass
 
 
+def revoking(fn):
+    """fn(state, ...), a hook, made to revoke state's context when it
+    raises (State.revoke(), naming the exception), so that the other ranks
+    fail within a second rather than wait for this one until the timeout."""
+    @functools.wraps(fn)
+    def hook_or_revoke(state, *args):
+        try:
+            return fn(state, *args)
+        except BaseException as e:
+            revoke = getattr(state, "revoke", None)  # not a State: nothing to revoke
+            if revoke is not None:
+                revoke(f"{fn.__name__} raised {type(e).__name__}: {e}")
+            raise
+    return hook_or_revoke
+
+
+@revoking
 def hook(state, bucket):
     """DDP communication hook: average bucket over gradwire (see State).
-    Returns at once with a future (a synchronous State: a completed one)."""
+    Returns at once with a future (a synchronous State: a completed one).
+    If it raises, the State's context is revoked first (State.revoke())."""
     if state._queue is not None:
         return state._submit(bucket)
     with torch.no_grad():

@@ -5,7 +5,7 @@ import weakref
 
 import torch
 
-from .torch import hook
+from .torch import hook, revoking
 
 
 def zero_hook(ddp, zero):
@@ -42,6 +42,7 @@ def zero_hook(ddp, zero):
                          "with overlap_with_ddp=True")
     ddp_ref = weakref.ref(ddp)
 
+    @revoking
     def zero_fn(state, bucket):
         if state._queue is not None:
             raise ValueError("gradwire zero hook: pass a State(sync=True)")
