@@ -9,7 +9,9 @@
 - more than 31 compressible parameters stops with an error that names
   min_compress_numel, and raising it lets the same model train;
 - the step counter and warm-up; load_state_dict() refuses another rank's
-  state, and a State that already reduced tensors in another order;
+  state of the same size, and a State that already reduced tensors in
+  another order; a state of another size loads its step counter, and the
+  residuals start at zero with a warning;
 - timeouts: a State takes its group's (the default group's 30 minutes; a
   new_group's 5 s, which the library then logs as its GRADWIRE_TIMEOUT_MS),
   keeps the first one with a warning while an earlier State is open, and
@@ -191,6 +193,20 @@ def main():
     except ValueError as e:
         check("rank 1" in str(e), f"another rank's state refused: {e}")
     state._seen = {5: (10, False)}
+    state.step = 3
+    big = dict(state.state_dict(), rank=3, size=4, step=7)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("gradwire").addHandler(handler)
+    try:
+        state.load_state_dict(big)
+    finally:
+        logging.getLogger("gradwire").removeHandler(handler)
+    check(state.step == 7 and any("residuals start at zero" in r.getMessage()
+                                  for r in records),
+          "a state of another size (rank 3 of 4) loads: its step, residuals "
+          "reset with a warning")
     try:
         state.load_state_dict(dict(sd, ids=[[3, 10, False], [5, 10, False]]))
         check(False, "another first-use order accepted")

@@ -385,24 +385,38 @@ class State:
     def load_state_dict(self, sd):
         """Restore what state_dict() returned on the same rank of a job of the
         same size. Collective: every rank calls it at the same point, before
-        the hook has reduced anything other than in the checkpoint's order."""
+        the hook has reduced anything other than in the checkpoint's order.
+
+        From a job of another size (any of its ranks' states) the step
+        counter and the tensors' order are restored, and the residuals start
+        at zero, with a warning: they belong to chunks and peers of the old
+        size. What is lost is each rank's compression error not yet sent,
+        about one step's."""
         if sd.get("version") != STATE_VERSION:
             raise ValueError(f"gradwire state version {sd.get('version')!r}, this "
                              f"State's is {STATE_VERSION}: its tensors took "
                              "their residual streams in another order")
-        if sd["rank"] != self.rank or sd["size"] != self.size:
+        resized = sd["size"] != self.size
+        if sd["rank"] != self.rank and not resized:
             raise ValueError(f"gradwire state of rank {sd['rank']} of "
                              f"{sd['size']} loaded on rank {self.rank} of "
                              f"{self.size}")
         self._replay([tuple(x) for x in sd["ids"]])
         self.drain()
-        fd, path = tempfile.mkstemp(prefix="gradwire-res-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(sd["residuals"])
-            self.ctx.residuals_load(path)
-        finally:
-            os.unlink(path)
+        if resized:
+            self.ctx.residuals_reset()
+            log.warning("gradwire: a state of %d ranks loaded on rank %d of %d: the "
+                        "residuals start at zero (each rank loses the compression "
+                        "error it had not sent, about one step's)", sd["size"],
+                        self.rank, self.size)
+        else:
+            fd, path = tempfile.mkstemp(prefix="gradwire-res-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(sd["residuals"])
+                self.ctx.residuals_load(path)
+            finally:
+                os.unlink(path)
         self.step = int(sd["step"])
         self._totals = self._totals_now()	# nor is the replay
         self._exact_bytes = 0
