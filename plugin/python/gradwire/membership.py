@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+"""gradwire.membership - who is in each epoch, agreed through the store.
+
+Every process has a uid of its own (never reused). Epoch 0 is the first
+members, in rank order; each later epoch is decided when a failure (or a
+waiting joiner) makes the members re-form, with no special trainer: the
+store (torch's TCPStore, served by `python3 -m gradwire.store` so that no
+trainer holds it) is the only meeting point, and compare_set() makes the
+first complete proposal the decision that every member adopts.
+
+Keys, under "<job>/m/":
+  init/<rank>          epoch 0: the uid of each first member;
+  e<E>/n, e<E>/<k>     the uids that asked to be in epoch E (k = 1..n, in
+                       the order add() gave them);
+  joiners, joiner/<k>  the uids waiting to join (k = 1..n);
+  epoch/<E>            the decision: {"members": [uid, ...] (rank order),
+                       "joined": joiners considered so far}.
+
+A re-form from epoch E (reform()): each survivor asks to be in E + 1 and
+waits until every member it does not know to be gone has asked too, or
+settle_s has passed (a member that died unseen, or is slow). It then
+proposes the members that asked, in their old order, followed by the new
+joiners in the order they came, and compare_set() keeps the first proposal.
+So the races converge: two deaths at once leave both out; a member that
+dies during the re-form is in the decision, and the next re-form (its
+context fails) leaves it out; a joiner that arrives during a failure is in
+whichever decision comes after its registration; a member that asked too
+late finds itself outside the decision (NotAMember) and joins again.
+Fewer than min_size members is an error on each of them (BelowFloor).
+"""
+import json
+import time
+
+__all__ = ["Membership", "NotAMember", "BelowFloor"]
+
+
+class NotAMember(RuntimeError):
+    """This process is not in the epoch that was decided: join again."""
+
+
+class BelowFloor(RuntimeError):
+    """The epoch decided has fewer than min_size members."""
+
+
+def _text(v):
+    return v.decode() if isinstance(v, (bytes, bytearray)) else v
+
+
+class Membership:
+    """This process's view of the member sets: .epoch, .members (uids in
+    rank order), .rank (this uid's index). store needs set, get (waits for
+    the key up to the store's timeout), add and compare_set, as torch's
+    TCPStore has."""
+
+    POLL_S = 0.02
+
+    def __init__(self, store, uid, job="gw", settle_s=2.0, min_size=1, timeout_s=60.0):
+        self.store, self.uid, self.job = store, str(uid), job
+        self.settle_s, self.min_size, self.timeout_s = settle_s, min_size, timeout_s
+        self.epoch, self.members, self.joined = -1, [], 0
+
+    @property
+    def rank(self):
+        return self.members.index(self.uid)
+
+    def _key(self, *parts):
+        return "/".join((self.job, "m") + tuple(str(p) for p in parts))
+
+    def _decide(self, epoch, members, joined):
+        """compare_set() the proposal; adopt whatever decision won."""
+        want = json.dumps({"members": members, "joined": joined})
+        won = json.loads(_text(self.store.compare_set(self._key("epoch", epoch), "", want)))
+        return self._adopt(epoch, won)
+
+    def _adopt(self, epoch, won):
+        if self.uid not in won["members"]:
+            raise NotAMember(f"gradwire: epoch {epoch} was decided without {self.uid} "
+                             f"({len(won['members'])} members): join again")
+        self.epoch, self.members, self.joined = epoch, won["members"], won["joined"]
+        if len(self.members) < self.min_size:
+            raise BelowFloor(f"gradwire: epoch {epoch} has {len(self.members)} members, "
+                             f"fewer than min_size {self.min_size}")
+        return epoch, list(self.members)
+
+    def start(self, rank, world):
+        """Epoch 0: the first world members, rank from 0 to world - 1.
+        Return (0, members)."""
+        self.store.set(self._key("init", rank), self.uid)
+        members = [_text(self.store.get(self._key("init", r))) for r in range(world)]
+        return self._decide(0, members, 0)
+
+    def _listed(self, counter, item, start=0):
+        """The uids under counter's keys start + 1 .. its count."""
+        n = int(self.store.add(counter, 0))
+        return [_text(self.store.get(f"{item}/{k}")) for k in range(start + 1, n + 1)], n
+
+    def reform(self, gone=()):
+        """Re-form after a failure in this epoch: gone are the uids known to
+        have left (they are not waited for). Return (epoch, members) of the
+        next epoch; NotAMember, BelowFloor as above."""
+        nxt = self.epoch + 1
+        counter, item = self._key(f"e{nxt}", "n"), self._key(f"e{nxt}")
+        k = int(self.store.add(counter, 1))
+        self.store.set(f"{item}/{k}", self.uid)
+        gone = set(gone)
+        wanted = {m for m in self.members if m not in gone}
+        deadline = time.monotonic() + self.settle_s
+        while True:
+            asked, _ = self._listed(counter, item)
+            if wanted <= set(asked) or time.monotonic() >= deadline:
+                break
+            time.sleep(self.POLL_S)
+        old = set(self.members)
+        stay = [m for m in self.members if m in set(asked)]
+        joiners, n = self._listed(self._key("joiners"), self._key("joiner"), self.joined)
+        new = [j for j in dict.fromkeys(joiners) if j not in old]
+        return self._decide(nxt, stay + new, n)
+
+    def join(self):
+        """Wait, as a new process, to be admitted by a re-form (the members
+        re-form when they see joiners waiting: pending_joiners()). Return
+        (epoch, members); TimeoutError after timeout_s."""
+        k = int(self.store.add(self._key("joiners"), 1))
+        self.store.set(self._key("joiner", k), self.uid)
+        deadline = time.monotonic() + self.timeout_s
+        epoch = 0
+        while time.monotonic() < deadline:
+            try:
+                won = json.loads(_text(self.store.get(self._key("epoch", epoch))))
+            except RuntimeError:	# not decided within the store's timeout
+                continue
+            if self.uid in won["members"]:
+                return self._adopt(epoch, won)
+            epoch += 1
+        raise TimeoutError(f"gradwire: {self.uid} not admitted within {self.timeout_s} s")
+
+    def pending_joiners(self):
+        """How many joiners wait beyond those this epoch considered."""
+        return int(self.store.add(self._key("joiners"), 0)) - self.joined
