@@ -395,6 +395,11 @@ class Context:
     def allgather(self, send, recv, nbytes):
         self.lib.check("allgather", self.lib.t.allgather(self._live(), send, recv, nbytes))
 
+    def broadcast(self, root, ptr, nbytes):
+        """root's nbytes at address ptr to every rank, exactly."""
+        self._check(f"broadcast of {nbytes} bytes from rank {root}",
+                    self.lib.t.broadcast(self._live(), root, ptr, nbytes))
+
     def barrier(self):
         self.lib.check("barrier", self.lib.t.barrier(self._live()))
 

@@ -14,7 +14,9 @@ Keys, under "<job>/m/":
                        the order add() gave them);
   joiners, joiner/<k>  the uids waiting to join (k = 1..n);
   epoch/<E>            the decision: {"members": [uid, ...] (rank order),
-                       "joined": joiners considered so far}.
+                       "joined": joiners considered so far};
+  decided/<E>          the same, written with set() by each member that
+                       adopts it (what join() waits for).
 
 A re-form from epoch E (reform()): each survivor asks to be in E + 1 and
 waits until every member it does not know to be gone has asked too, or
@@ -69,8 +71,11 @@ class Membership:
     def _decide(self, epoch, members, joined):
         """compare_set() the proposal; adopt whatever decision won."""
         want = json.dumps({"members": members, "joined": joined})
-        won = json.loads(_text(self.store.compare_set(self._key("epoch", epoch), "", want)))
-        return self._adopt(epoch, won)
+        won = _text(self.store.compare_set(self._key("epoch", epoch), "", want))
+        # Published again with set(): a waiting get() is woken by set()
+        # but, in torch 1.13's TCPStore, not by compare_set().
+        self.store.set(self._key("decided", epoch), won)
+        return self._adopt(epoch, json.loads(won))
 
     def _adopt(self, epoch, won):
         if self.uid not in won["members"]:
@@ -126,7 +131,7 @@ class Membership:
         epoch = 0
         while time.monotonic() < deadline:
             try:
-                won = json.loads(_text(self.store.get(self._key("epoch", epoch))))
+                won = json.loads(_text(self.store.get(self._key("decided", epoch))))
             except RuntimeError:	# not decided within the store's timeout
                 continue
             if self.uid in won["members"]:

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""elastic_train.py - training that goes on when a rank dies or joins
+(gradwire.elastic.Elastic over a store of its own).
+
+    python3 -m gradwire.store --port 29400 &
+    examples/elastic_train.py --store 127.0.0.1:29400 --rank 0 --world 3 --steps 200 &
+    examples/elastic_train.py --store 127.0.0.1:29400 --rank 1 --world 3 --steps 200 &
+    examples/elastic_train.py --store 127.0.0.1:29400 --rank 2 --world 3 --steps 200 &
+    # later, a new process:
+    examples/elastic_train.py --store 127.0.0.1:29400 --join --steps 200
+
+One JSON object per completed step on stdout: {"step", "rank", "world",
+"epoch", "loss", "params_sha" (SHA-256 of every parameter's bytes after the
+step), "t" (time.time() at its end)}. Progress and re-forms go to stderr.
+It stops after step --steps (without it, at SIGTERM), and exits 0 on
+SIGTERM. The model and data are the DDP benchmark's MLP shape on a
+teacher-student task: each rank's batch of a step is drawn from (seed,
+step, rank, world), so a step redone after a re-form takes new data of the
+new layout.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "plugin", "python"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+from gradwire.elastic import Elastic  # noqa: E402
+
+IN, OUT, BATCH = 64, 10, 32
+
+
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(IN, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                         nn.Linear(256, OUT))
+
+
+def batch(step, rank, world):
+    g = torch.Generator().manual_seed(1_000_003 * step + 7919 * rank + world)
+    x = torch.randn(BATCH, IN, generator=g)
+    teacher = torch.Generator().manual_seed(1234)
+    w = torch.randn(IN, OUT, generator=teacher)
+    return x, (x @ w).argmax(dim=1)
+
+
+def params_sha(m):
+    h = hashlib.sha256()
+    for p in m.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def store_of(spec, timeout_s):
+    host, _, port = spec.rpartition(":")
+    kw = {"is_master": False, "timeout": datetime.timedelta(seconds=timeout_s)}
+    try:
+        return dist.TCPStore(host, int(port), None, **kw)
+    except RuntimeError as e:	# a torch without libuv whose store asks for it
+        if "libuv" not in str(e):
+            raise
+        return dist.TCPStore(host, int(port), None, use_libuv=False, **kw)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--store", required=True, help="HOST:PORT of the store")
+    p.add_argument("--rank", type=int)
+    p.add_argument("--world", type=int)
+    p.add_argument("--join", action="store_true", help="join a running job")
+    p.add_argument("--codec", help="GRADWIRE_CODEC (default: the variable's)")
+    p.add_argument("--steps", type=int, help="stop after this step (default: at SIGTERM)")
+    p.add_argument("--min-size", type=int, default=1)
+    p.add_argument("--job", default="elastic")
+    p.add_argument("--settle-s", type=float, default=2.0)
+    a = p.parse_args()
+    if a.join == (a.rank is not None) or (a.rank is not None) != (a.world is not None):
+        p.error("give --rank R --world N, or --join")
+    if a.codec:
+        os.environ["GRADWIRE_CODEC"] = a.codec
+    torch.set_num_threads(1)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+
+    def log(msg):
+        print(f"elastic[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
+
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    el = Elastic(m, opt, store_of(a.store, 60), job=a.job, min_size=a.min_size,
+                 settle_s=a.settle_s, log=log)
+    if a.join:
+        el.join()
+    else:
+        el.start(a.rank, a.world)
+    loss_fn = nn.CrossEntropyLoss()
+    while not stop and (a.steps is None or el.step < a.steps):
+        step = el.step
+
+        def compute():
+            x, y = batch(step, el.rank, el.world)
+            return loss_fn(m(x), y)
+        loss = el.train_step(compute)
+        if loss is None:
+            continue
+        print(json.dumps({"step": el.step, "rank": el.rank, "world": el.world,
+                          "epoch": el.epoch, "loss": loss, "params_sha": params_sha(m),
+                          "t": time.time()}), flush=True)
+    el.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: MIT
+"""gradwire.elastic - data-parallel training that goes on when a rank dies
+or a new one joins, with no service beyond the store (Elastic).
+
+Each epoch (gradwire.membership) has a gradwire context of its own over its
+members, created under the store prefix "<job>/ctx/e<epoch>". The trainer
+reduces the gradients itself after backward() (no DDP, no process group):
+one flat allreduce with the lossy codec and error feedback, and one exact
+allreduce of a flag, "a joiner waits", so every member re-forms at the same
+step. When a call fails (a rank died, or revoked), every survivor:
+  1. drops the step: nobody has stepped its optimizer on it;
+  2. closes the context and re-forms (Membership.reform(), the failed rank
+     named by the error as gone);
+  3. connects the new epoch's context;
+  4. takes the state of the new rank 0 (a survivor: they come first):
+     parameters, optimizer state and step counter, broadcast exactly over
+     gradwire (MAC-covered when a key is set) and checked by its SHA-256.
+So the replicas are identical after every re-form, whoever had got how far.
+A joiner does 3 and 4 after join(). The error-feedback residuals start at
+zero in each epoch: each member loses the compression error it had not
+sent, about one step's.
+
+Not yet: keeping the links of the survivors (each epoch connects anew),
+and residuals that follow a change.
+"""
+import hashlib
+import io
+import re
+import time
+import uuid
+
+import torch
+
+from . import lib as _lib
+from .membership import Membership, NotAMember
+from .torch import c10d_store_fns
+
+GRAD_ID, FLAG_ID = 1, 2
+
+
+class Elastic:
+    """Train model with optimizer over the members of each epoch.
+
+        el = Elastic(model, opt, store, min_size=2)
+        el.start(rank, world)          # or el.join() for a new process
+        while el.step < steps:
+            loss = el.train_step(lambda: loss_of(el.step, el.rank, el.world))
+
+    store: a torch Store (a TCPStore served by `python3 -m gradwire.store`);
+    lossy: whether the gradients may take the codec (GRADWIRE_CODEC).
+    """
+
+    def __init__(self, model, optimizer, store, job="gw", uid=None, min_size=1,
+                 settle_s=2.0, lossy=True, log=None):
+        self.model, self.opt, self.store, self.job = model, optimizer, store, job
+        self.lossy = lossy
+        self.log = log or (lambda msg: None)
+        self.lib = _lib.load()
+        self.lib.init()
+        self.m = Membership(store, uid or uuid.uuid4().hex, job=job, settle_s=settle_s,
+                            min_size=min_size)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.ctx, self.step, self.reforms = None, 0, 0
+
+    @property
+    def rank(self):
+        return self.m.rank
+
+    @property
+    def world(self):
+        return len(self.m.members)
+
+    @property
+    def epoch(self):
+        return self.m.epoch
+
+    # -- membership ----------------------------------------------------------
+    def start(self, rank, world):
+        """As one of the first world members: epoch 0, then rank 0's state."""
+        self.m.start(rank, world)
+        self._connect()
+        self._heal()
+
+    def join(self):
+        """As a new process: wait to be admitted, then take rank 0's state."""
+        self.m.join()
+        self._connect()
+        self._heal()
+
+    def _connect(self):
+        set_fn, get_fn = c10d_store_fns(self.store, f"{self.job}/ctx/e{self.epoch}")
+        self.ctx = _lib.Context.create(self.lib, self.rank, self.world, set_fn, get_fn)
+        self.log(f"epoch {self.epoch}: rank {self.rank} of {self.world}")
+
+    def _close(self):
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
+
+    def _state_bytes(self):
+        buf = io.BytesIO()
+        torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                    "step": self.step}, buf)
+        return buf.getvalue()
+
+    def _heal(self):
+        """Every member takes rank 0's state (exact broadcast, hash-checked)."""
+        blob = self._state_bytes() if self.rank == 0 else b""
+        head = torch.zeros(40, dtype=torch.uint8)	# length, then SHA-256
+        if self.rank == 0:
+            head[:8] = torch.tensor(list(len(blob).to_bytes(8, "little")), dtype=torch.uint8)
+            head[8:] = torch.tensor(list(hashlib.sha256(blob).digest()), dtype=torch.uint8)
+        self.ctx.broadcast(0, head.data_ptr(), head.numel())
+        n = int.from_bytes(bytes(head[:8].tolist()), "little")
+        data = torch.frombuffer(bytearray(blob), dtype=torch.uint8) if self.rank == 0 \
+            else torch.empty(n, dtype=torch.uint8)
+        self.ctx.broadcast(0, data.data_ptr(), n)
+        if self.rank != 0:
+            got = bytes(data.numpy())
+            if hashlib.sha256(got).digest() != bytes(head[8:].tolist()):
+                raise RuntimeError(f"gradwire elastic: the state from rank 0 of epoch "
+                                   f"{self.epoch} does not match its SHA-256")
+            sd = torch.load(io.BytesIO(got))
+            self.model.load_state_dict(sd["model"])
+            self.opt.load_state_dict(sd["opt"])
+            self.step = int(sd["step"])
+
+    def _reform(self, gone=(), tries=5):
+        """Re-form, connect and heal; a member lost on the way (a death
+        during the re-form: its context never comes up) makes it again,
+        without that one. A member left out (it asked too late) joins."""
+        gone = set(gone)
+        for _ in range(tries):
+            self._close()
+            try:
+                self.m.reform(gone)
+            except NotAMember as e:
+                self.log(f"{e}: joining")
+                self.m.join()
+            self.reforms += 1
+            try:
+                self._connect()
+                self._heal()
+                return
+            except _lib.GradwireError as e:
+                self.log(f"epoch {self.epoch} failed to form: {str(e)[:200]}")
+                gone = self._gone(e)
+        raise RuntimeError(f"gradwire elastic: no epoch formed in {tries} tries")
+
+    def _gone(self, err):
+        """The uid of the rank an error names (gone or revoked), if any."""
+        hit = re.search(r"rank (\d+) (?:is gone|revoked)", str(err)) or \
+            re.search(r"rank (\d+)", str(err))
+        if hit and int(hit.group(1)) < self.world and int(hit.group(1)) != self.rank:
+            return {self.m.members[int(hit.group(1))]}
+        return set()
+
+    # -- one step ------------------------------------------------------------
+    def _reduce(self):
+        """Average the gradients over the members (one flat, lossy
+        allreduce); whether a joiner waits, by an exact sum of flags."""
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in self.params]).contiguous()
+        flags = _lib.GRADWIRE_LOSSY if self.lossy else 0
+        self.ctx.allreduce_id(GRAD_ID, flat.data_ptr(), flat.numel(), _lib.GRADWIRE_AVG, flags)
+        waiting = torch.tensor([1.0 if self.m.pending_joiners() > 0 else 0.0])
+        self.ctx.allreduce_id(FLAG_ID, waiting.data_ptr(), 1, _lib.GRADWIRE_SUM, 0)
+        off = 0
+        for p in self.params:
+            n = p.numel()
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            p.grad.copy_(flat[off:off + n].view_as(p))
+            off += n
+        return waiting.item() > 0
+
+    def train_step(self, loss_fn):
+        """loss_fn() computes this rank's loss for self.step (its data from
+        self.step, self.rank and self.world). Backward, reduce, step. Return
+        the loss, or None when the step was dropped (the members re-formed;
+        call again: self.step says which step is next)."""
+        self.opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        t = time.monotonic()
+        try:
+            joiner = self._reduce()
+        except _lib.GradwireError as e:
+            self.log(f"step {self.step} dropped: {str(e)[:200]}")
+            self._reform(self._gone(e))
+            self.log(f"re-formed in {time.monotonic() - t:.2f} s")
+            return None
+        self.opt.step()
+        self.step += 1
+        if joiner:
+            self._reform()
+        return float(loss.detach())
+
+    def close(self):
+        self._close()
