@@ -28,8 +28,11 @@ import signal
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "plugin", "python"))
+# From a source tree, its package; installed, the installed one.
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin",
+                   "python")
+if os.path.isdir(os.path.join(SRC, "gradwire")):
+    sys.path.insert(0, SRC)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

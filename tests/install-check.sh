@@ -80,6 +80,7 @@ done
 has "$doc/LICENSE" "LICENSE"
 has "$doc/examples/allreduce.c" "examples/allreduce.c"
 has "$doc/examples/ddp_train.py" "examples/ddp_train.py"
+has "$doc/examples/elastic_train.py" "examples/elastic_train.py"
 if echo "$installed" | grep -q libgradwire_gloo; then
 	has "$lib/libgradwire_gloo.so.0" "Gloo device libgradwire_gloo.so.0"
 	has "$inc/gradwire/gloo.h" "header gradwire/gloo.h"
