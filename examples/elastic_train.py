@@ -98,6 +98,8 @@ def main():
     def log(msg):
         print(f"elastic[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
 
+    log(f"torch imported, t {time.time():.3f}")
+
     m = model()
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
     el = Elastic(m, opt, store_of(a.store, 60), job=a.job, min_size=a.min_size,
