@@ -14,7 +14,9 @@ One JSON object per completed step on stdout: {"step", "rank", "world",
 "epoch", "loss", "params_sha" (SHA-256 of every parameter's bytes after the
 step), "t" (time.time() at its end)}. Progress and re-forms go to stderr.
 It stops after step --steps (without it, at SIGTERM), and exits 0 on
-SIGTERM. The model and data are the DDP benchmark's MLP shape on a
+SIGTERM. --plain trains the same without elasticity (DDP with gradwire's
+hook), the baseline of the overhead figure. The model and data are the DDP
+benchmark's MLP shape on a
 teacher-student task: each rank's batch of a step is drawn from (seed,
 step, rank, world), so a step redone after a re-form takes new data of the
 new layout.
@@ -75,6 +77,35 @@ def store_of(spec, timeout_s):
         return dist.TCPStore(host, int(port), None, use_libuv=False, **kw)
 
 
+def plain(a, m, opt, stop):
+    """The same training without elasticity: DDP with gradwire's hook (its
+    default State, which overlaps the wire with backward) over a process
+    group of the store, printing the same lines."""
+    import gradwire.torch as gwt
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    store = dist.PrefixStore(f"{a.job}/plain", store_of(a.store, 60))
+    dist.init_process_group("gloo", store=store, rank=a.rank, world_size=a.world)
+    ddp = DDP(m)
+    state = gwt.State()
+    ddp.register_comm_hook(state, gwt.hook)
+    loss_fn = nn.CrossEntropyLoss()
+    step = 0
+    while not stop and (a.steps is None or step < a.steps):
+        x, y = batch(step, a.rank, a.world)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()
+        opt.step()
+        step += 1
+        print(json.dumps({"step": step, "rank": a.rank, "world": a.world, "epoch": 0,
+                          "loss": float(loss.detach()), "params_sha": params_sha(m),
+                          "t": time.time()}), flush=True)
+    state.close()
+    dist.destroy_process_group()
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--store", required=True, help="HOST:PORT of the store")
@@ -86,9 +117,13 @@ def main():
     p.add_argument("--min-size", type=int, default=1)
     p.add_argument("--job", default="elastic")
     p.add_argument("--settle-s", type=float, default=2.0)
+    p.add_argument("--plain", action="store_true",
+                   help="no elasticity: DDP with gradwire's hook (the overhead's baseline)")
     a = p.parse_args()
     if a.join == (a.rank is not None) or (a.rank is not None) != (a.world is not None):
         p.error("give --rank R --world N, or --join")
+    if a.plain and a.join:
+        p.error("--plain runs a fixed set of ranks: no --join")
     if a.codec:
         os.environ["GRADWIRE_CODEC"] = a.codec
     torch.set_num_threads(1)
@@ -102,6 +137,8 @@ def main():
 
     m = model()
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    if a.plain:
+        return plain(a, m, opt, stop)
     el = Elastic(m, opt, store_of(a.store, 60), job=a.job, min_size=a.min_size,
                  settle_s=a.settle_s, log=log)
     if a.join:
