@@ -8,15 +8,18 @@ reduces the gradients itself after backward() (no DDP, no process group):
 one flat allreduce with the lossy codec and error feedback, and one exact
 allreduce of a flag, "a joiner waits", so every member re-forms at the same
 step. When a call fails (a rank died, or revoked), every survivor:
-  1. drops the step: nobody has stepped its optimizer on it;
+  1. drops the step: it does not step its optimizer;
   2. closes the context and re-forms (Membership.reform(), the failed rank
      named by the error as gone);
   3. connects the new epoch's context;
-  4. takes the state of the new rank 0 (a survivor: they come first):
+  4. takes the state of the member furthest on (the lowest rank of them):
      parameters, optimizer state and step counter, broadcast exactly over
      gradwire (MAC-covered when a key is set) and checked by its SHA-256.
-So the replicas are identical after every re-form, whoever had got how far.
-A joiner does 3 and 4 after join(). The error-feedback residuals start at
+A survivor whose allreduce completed before the others' failed holds the
+full average of the old members and has stepped: the others adopt that
+step rather than it going back. So no replica goes back, nobody applies a
+partial average, and the replicas are identical after every re-form. A
+joiner does 3 and 4 after join(). The error-feedback residuals start at
 zero in each epoch: each member loses the compression error it had not
 sent, about one step's.
 
@@ -76,13 +79,13 @@ class Elastic:
 
     # -- membership ----------------------------------------------------------
     def start(self, rank, world):
-        """As one of the first world members: epoch 0, then rank 0's state."""
+        """As one of the first world members: epoch 0, then one state for all."""
         self.m.start(rank, world)
         self._connect()
         self._heal()
 
     def join(self):
-        """As a new process: wait to be admitted, then take rank 0's state."""
+        """As a new process: wait to be admitted, then take the members' state."""
         self.m.join()
         self._connect()
         self._heal()
@@ -104,21 +107,29 @@ class Elastic:
         return buf.getvalue()
 
     def _heal(self):
-        """Every member takes rank 0's state (exact broadcast, hash-checked)."""
-        blob = self._state_bytes() if self.rank == 0 else b""
+        """Every member takes the state of the member furthest on (the
+        lowest rank among them): exact broadcast, hash-checked. A survivor
+        whose last allreduce completed before the failure holds the full
+        average of the old members, so nobody goes back and nobody applies
+        a partial average."""
+        steps = torch.zeros(self.world, dtype=torch.int64)
+        mine = torch.tensor([self.step], dtype=torch.int64)
+        self.ctx.allgather(mine.data_ptr(), steps.data_ptr(), 8)
+        root = int(torch.argmax(steps))	# the first of the furthest
+        blob = self._state_bytes() if self.rank == root else b""
         head = torch.zeros(40, dtype=torch.uint8)	# length, then SHA-256
-        if self.rank == 0:
+        if self.rank == root:
             head[:8] = torch.tensor(list(len(blob).to_bytes(8, "little")), dtype=torch.uint8)
             head[8:] = torch.tensor(list(hashlib.sha256(blob).digest()), dtype=torch.uint8)
-        self.ctx.broadcast(0, head.data_ptr(), head.numel())
+        self.ctx.broadcast(root, head.data_ptr(), head.numel())
         n = int.from_bytes(bytes(head[:8].tolist()), "little")
-        data = torch.frombuffer(bytearray(blob), dtype=torch.uint8) if self.rank == 0 \
+        data = torch.frombuffer(bytearray(blob), dtype=torch.uint8) if self.rank == root \
             else torch.empty(n, dtype=torch.uint8)
-        self.ctx.broadcast(0, data.data_ptr(), n)
-        if self.rank != 0:
+        self.ctx.broadcast(root, data.data_ptr(), n)
+        if self.rank != root:
             got = bytes(data.numpy())
             if hashlib.sha256(got).digest() != bytes(head[8:].tolist()):
-                raise RuntimeError(f"gradwire elastic: the state from rank 0 of epoch "
+                raise RuntimeError(f"gradwire elastic: the state from rank {root} of epoch "
                                    f"{self.epoch} does not match its SHA-256")
             sd = torch.load(io.BytesIO(got))
             self.model.load_state_dict(sd["model"])
