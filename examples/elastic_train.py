@@ -41,6 +41,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from gradwire.elastic import Elastic  # noqa: E402
+from gradwire.store import tcp_store  # noqa: E402
 
 IN, OUT, BATCH = 64, 10, 32
 
@@ -68,13 +69,8 @@ def params_sha(m):
 
 def store_of(spec, timeout_s):
     host, _, port = spec.rpartition(":")
-    kw = {"is_master": False, "timeout": datetime.timedelta(seconds=timeout_s)}
-    try:
-        return dist.TCPStore(host, int(port), None, **kw)
-    except RuntimeError as e:	# a torch without libuv whose store asks for it
-        if "libuv" not in str(e):
-            raise
-        return dist.TCPStore(host, int(port), None, use_libuv=False, **kw)
+    return tcp_store(host, int(port), is_master=False,
+                     timeout=datetime.timedelta(seconds=timeout_s))
 
 
 def plain(a, m, opt, stop):

@@ -25,23 +25,17 @@ import time
 from checks import check, exit_code, require_torch  # noqa: E402 (beside this file)
 
 require_torch()
-import torch.distributed as dist  # noqa: E402
 
 from gradwire.membership import BelowFloor, Membership, NotAMember  # noqa: E402
+from gradwire.store import tcp_store  # noqa: E402
 
 SETTLE_S = 0.5
 
 
-def tcp_store(port=0, master=False):
-    kw = {"is_master": master, "timeout": datetime.timedelta(seconds=3)}
-    if master:
-        kw["wait_for_workers"] = False
-    try:
-        return dist.TCPStore("127.0.0.1", port, None, **kw)
-    except RuntimeError as e:	# a torch without libuv whose store asks for it
-        if "libuv" not in str(e):
-            raise
-        return dist.TCPStore("127.0.0.1", port, None, use_libuv=False, **kw)
+def store(port=0, master=False):
+    kw = {"wait_for_workers": False} if master else {}
+    return tcp_store("127.0.0.1", port, is_master=master,
+                     timeout=datetime.timedelta(seconds=3), **kw)
 
 
 def each(port, fns):
@@ -51,7 +45,7 @@ def each(port, fns):
 
     def run(i, fn):
         try:
-            out[i] = fn(tcp_store(port))
+            out[i] = fn(store(port))
         except Exception as e:  # noqa: BLE001 - the result to check
             out[i] = e
 
@@ -64,7 +58,7 @@ def each(port, fns):
 
 
 def main():
-    server = tcp_store(master=True)
+    server = store(master=True)
     port = server.port
     ms = {}
 
@@ -109,7 +103,7 @@ def main():
     check(all(g == (2, ["u0", "u1"]) for g in got), f"... the next re-form leaves it out: {got[0]}")
 
     first("e", 3)
-    joiner = Membership(tcp_store(port), "j0", job="e", settle_s=SETTLE_S, timeout_s=10)
+    joiner = Membership(store(port), "j0", job="e", settle_s=SETTLE_S, timeout_s=10)
     k = int(joiner.store.add(joiner._key("joiners"), 0))
     check(ms[("e", "u0")].pending_joiners() == 0 and k == 0, "no joiner waits yet")
     jout = []

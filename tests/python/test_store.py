@@ -32,6 +32,7 @@ import torch.distributed as dist  # noqa: E402
 os.environ.update({"GRADWIRE_IFACE": "lo", "GRADWIRE_TIMEOUT_MS": "1500",
                    "GRADWIRE_LOG": "error"})
 from gradwire import lib as gwlib  # noqa: E402
+from gradwire.store import tcp_store  # noqa: E402
 from gradwire.torch import c10d_store_fns  # noqa: E402
 
 
@@ -96,13 +97,8 @@ def unknown_variable():
 
 def client(port):
     """A TCPStore client of 127.0.0.1:port, 10 s timeout."""
-    kw = {"is_master": False, "timeout": datetime.timedelta(seconds=10)}
-    try:
-        return dist.TCPStore("127.0.0.1", port, None, **kw)
-    except RuntimeError as e:	# a torch without libuv whose store asks for it
-        if "libuv" not in str(e):
-            raise
-        return dist.TCPStore("127.0.0.1", port, None, use_libuv=False, **kw)
+    return tcp_store("127.0.0.1", port, is_master=False,
+                     timeout=datetime.timedelta(seconds=10))
 
 
 def start_server(port):

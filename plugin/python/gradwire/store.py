@@ -25,18 +25,24 @@ import signal
 import sys
 
 
-def serve(host, port, timeout_s):
-    """Start the store (the caller keeps the object alive); it and its port."""
+def tcp_store(host, port, **kw):
+    """torch's TCPStore(host, port, None, **kw); on a torch built without
+    libuv whose store asks for it (Debian 13's), the same with
+    use_libuv=False. For the store's server and its clients alike."""
     import torch.distributed as dist
 
-    kw = {"is_master": True, "wait_for_workers": False,
-          "timeout": datetime.timedelta(seconds=timeout_s)}
     try:
-        store = dist.TCPStore(host, port, None, **kw)
+        return dist.TCPStore(host, port, None, **kw)
     except RuntimeError as e:
         if "libuv" not in str(e):
             raise
-        store = dist.TCPStore(host, port, None, use_libuv=False, **kw)
+        return dist.TCPStore(host, port, None, use_libuv=False, **kw)
+
+
+def serve(host, port, timeout_s):
+    """Start the store (the caller keeps the object alive); it and its port."""
+    store = tcp_store(host, port, is_master=True, wait_for_workers=False,
+                      timeout=datetime.timedelta(seconds=timeout_s))
     return store, store.port
 
 
