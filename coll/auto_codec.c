@@ -40,15 +40,17 @@
  *   wire(k) = values x wire bytes per value / rate
  *   T(k) = max(cpu, wire) + OVERLAP_REST x min(cpu, wire)
  * and measured by running it. An exploration runs each codec of the set
- * for one timed call (the codec the link had runs its first, as stated
- * before it began; a codec's first call on the tensor, cold, is not timed
- * and runs again), all ranks in the same calls (it starts when some rank asks
- * for it in the call check: at the first lossy call, and when a rank's
- * call time per value moved by CHANGE or more, link_changed() below),
- * except codecs the prediction puts at PRUNE times the best or worse (on a
- * slow link, `none`). Then the fastest measured codec is chosen, but
- * compression must pay: a lossy codec only when GAIN faster than a measured
- * `none`. A call where every rank states `none` and owes no residual
+ * for one timed call on every link at once, in the set's order on every
+ * rank (the codec the links had runs its first, as stated before it began,
+ * timed only when they all had the same; a codec's first call on the
+ * tensor, cold, is not timed and runs again), all ranks in the same calls
+ * (it starts when some rank asks for it in the call check: at the first
+ * lossy call, and when a rank's call time per value moved by CHANGE or
+ * more, link_changed() below), except codecs the prediction puts at PRUNE
+ * times the best or worse (on a slow link, `none`). Then the fastest
+ * measured codec is chosen, but compression must pay: a lossy codec only
+ * when GAIN faster than a measured `none`. A call where every rank
+ * states `none` and owes no residual
  * (COLL_AUTO_ZERO) runs exactly on every rank (coll_auto_exact()). Between
  * explorations the current codec's time keeps being measured, and a switch
  * to another explored codec needs GAIN for STREAK calls in a row, so that
@@ -288,6 +290,21 @@ static bool all_none(const struct coll_auto *a, int size)
 	return true;
 }
 
+/* Every rank that has auto stated the same codec: every link runs it. */
+static bool one_codec(const struct coll_auto *a, int size)
+{
+	unsigned first = 0;
+
+	for (int r = 0; r < size; r++) {
+		unsigned id = COLL_AUTO_CODEC(a->heard[r].choice);
+
+		if (id && first && id != first)
+			return false;
+		first = id ? id : first;
+	}
+	return true;
+}
+
 int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 {
 	struct coll_auto *a = &c->au;
@@ -310,6 +327,7 @@ int coll_auto_begin(struct gw_coll *c, uint64_t key, uint64_t n)
 	}
 	a->ag = slow < 0 ? 0 : (uint8_t)COLL_AUTO_CODEC(a->heard[slow].choice);
 	a->exact = all_none(a, c->size);
+	a->same = one_codec(a, c->size);
 	if (probe_asked) { /* every rank saw the same: all explore from here */
 		rc = probe_rate(c);
 		if (rc)
@@ -417,6 +435,23 @@ static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, in
 	return tk >= 0 && best > 0 && tk >= PRUNE * best;
 }
 
+/* The codec of set predicted fastest, or the first without figures. */
+static const struct gw_codec *predicted_best(struct gw_coll *c, const struct gw_codec *set, int n)
+{
+	const struct gw_codec *best = &set[0];
+	double tb = predict_time(c, best, 1e6, c->au.rate);
+
+	for (int i = 1; i < n; i++) {
+		double t = predict_time(c, &set[i], 1e6, c->au.rate);
+
+		if (t >= 0 && (tb < 0 || t < tb)) {
+			best = &set[i];
+			tb = t;
+		}
+	}
+	return best;
+}
+
 static bool explored(const struct coll_auto *a, unsigned id)
 {
 	return id < COLL_AUTO_IDS && a->tau_epoch[id] == a->epoch;
@@ -520,8 +555,13 @@ static void explore_next(struct gw_coll *c, const struct gw_codec *set, int n)
 		a->cand = 0;
 		return;
 	}
-	if (best)
+	if (best) {
 		choose_codec(c, best, "measured each");
+	} else if (a->chosen) { /* no trial timed: the ranks' pruning differed */
+		a->mine = a->chosen;
+	} else {
+		choose_codec(c, predicted_best(c, set, n), "predicted, no trial timed");
+	}
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -576,21 +616,31 @@ void coll_auto_timed(struct gw_coll *c, const struct gw_codec *set, int n, doubl
 
 	if (a->mine && COLL_AUTO_CODEC(a->mine) - 1u < COLL_AUTO_IDS) { /* what this call ran */
 		unsigned id = COLL_AUTO_CODEC(a->mine) - 1u;
-
-		/* A codec's first call on the tensor (or the exact path's)
-		 * grows and faults in its buffers: not its time. An
-		 * exploration runs it again. */
 		uint32_t bit = a->exact ? 1u << COLL_AUTO_IDS : 1u << id;
+		bool cold = !(a->warm & bit);
 
-		if (!(a->warm & bit)) {
+		/* A trial is a call with every link running the codec: the
+		 * call's time is bound by its slowest link, so a call whose
+		 * links ran different codecs (an exploration's first, when the
+		 * ranks had chosen differently) times none of them. A codec's
+		 * first call on every link of the tensor (or the exact path's)
+		 * grows and faults in its buffers: not its time, it runs again.
+		 * Both are known alike on every rank (the call check), so their
+		 * trials stay in step. */
+		if (a->same)
 			a->warm |= bit;
-			if (a->explore >= 0)
-				return;
+		if (a->explore < 0) {
+			a->tau[id] =
+				a->tau_epoch[id] == a->epoch ? 0.5 * a->tau[id] + 0.5 * tau : tau;
+			a->tau_epoch[id] = a->epoch;
+		} else if (a->same && cold) {
+			return;
+		} else if (a->same) {
+			a->tau[id] = tau;
+			a->tau_epoch[id] = a->epoch;
+			alog(c, GW_LOG_DEBUG, "auto: trial of %s: %.3f ns per value",
+			     gw_codec_find_id(id)->name, tau);
 		}
-		a->tau[id] = a->tau_epoch[id] == a->epoch && a->explore < 0
-				     ? 0.5 * a->tau[id] + 0.5 * tau
-				     : tau;
-		a->tau_epoch[id] = a->epoch;
 	}
 	if (a->explore >= 0) {
 		explore_next(c, set, n);

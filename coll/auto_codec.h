@@ -48,8 +48,9 @@ struct coll_auto {
 	uint64_t ref;		     /* the tensor explorations time (its key) */
 	bool timed;		     /* this call is of ref: it counts */
 	bool exact;		     /* this call runs exactly (coll_auto_exact()) */
-	uint32_t warm;		     /* codec ids (bits) that ran on ref since, and
-				      * bit COLL_AUTO_IDS: the exact path */
+	bool same;		     /* every rank with auto stated one codec for it */
+	uint32_t warm;		     /* codec ids (bits) that ran on ref on every
+				      * link since, and bit COLL_AUTO_IDS: the exact path */
 	int64_t t0;		     /* and when its data phase began */
 	float *probe_buf;
 	uint8_t force[64];		   /* gw_coll_auto_force(): ids, */
