@@ -157,6 +157,17 @@ int gw_coll_allreduce(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op
  */
 int gw_coll_reduce_scatter(struct gw_coll *c, float *buf, uint64_t n, enum gw_coll_op op,
 			   unsigned flags);
+/**
+ * gw_coll_residual_sum() - what this rank's error feedback owes the tensor
+ * id of gw_coll_allreduce_id(), as one vector: out[0..n) = the sum of its
+ * residuals, each over its segment (zeros before a lossy call of it). Added
+ * to this rank's values at a later allreduce of the tensor, in this context
+ * or in one of other members, it enters the sum as the residuals would
+ * have here (coll/residual.c). Return: 0, -EINVAL, -ENOTSUP (PowerSGD's or
+ * the hierarchical allreduce's residuals, of another shape).
+ */
+int gw_coll_residual_sum(struct gw_coll *c, uint32_t id, float *out, uint64_t n);
+
 /** gw_coll_reduce_scatter_id() - the same, of the tensor called id. */
 int gw_coll_reduce_scatter_id(struct gw_coll *c, uint32_t id, float *buf, uint64_t n,
 			      enum gw_coll_op op, unsigned flags);

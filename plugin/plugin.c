@@ -364,6 +364,11 @@ static void plugin_revoke(struct gradwire_context *g, const char *reason)
 		gw_tp_revoke(gw_ctx_tp(g->ctx), reason);
 }
 
+static int plugin_residual_sum(struct gradwire_context *g, uint32_t id, float *out, uint64_t n)
+{
+	return g ? gw_coll_residual_sum(g->coll, id, out, n) : -EINVAL;
+}
+
 static int plugin_allgather(struct gradwire_context *g, const void *send, void *recv,
 			    size_t bytes_per_rank)
 {
@@ -468,4 +473,5 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.reduce_scatter_counts = plugin_reduce_scatter_counts,
 	.allgather_f32_counts = plugin_allgather_f32_counts,
 	.revoke = plugin_revoke,
+	.residual_sum = plugin_residual_sum,
 };

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "tutil.h"
 #include "tp_harness.h"
 #include "coll_util.h"
@@ -781,6 +782,135 @@ static void test_feedback(void)
 	}
 }
 
+/*
+ * gw_coll_residual_sum(): what a rank's residuals owe a tensor, as one
+ * vector. Error feedback conserves the sum: after each lossy call, the
+ * result plus every rank's residual sum equals every rank's values plus
+ * their residual sums before it, up to float rounding (an exact allreduce
+ * of the differences checks it); a vector that missed or misplaced any
+ * residual would be off by about the codec's error. Then the last rank
+ * leaves: the others open a context of size - 1, add their vector to their
+ * values at its first call, and the same holds with it counted in - what a
+ * survivor owed enters the new context's sum. Ring and direct, segments
+ * of 4 KiB (several a chunk).
+ */
+#define RS_N 10007
+#define RS_CALLS 3
+
+/* One lossy call of x (ring or direct, tensor id 1 + k) whose result plus
+ * the change in every rank's residual sum (*owed: this rank's, before,
+ * updated) must equal the sum of x over the ranks. Return: 0 or a code. */
+static int conserving_call(struct gw_coll *c, int k, float *x, float *owed, uint64_t n, double *off)
+{
+	float *y = tu_alloc(n * 4), *d = tu_alloc(n * 4), *after = tu_alloc(n * 4);
+	double e = 0, t = 0;
+	int rc = 0;
+
+	memcpy(y, x, n * 4);
+	if (call(c, k, y, n) || gw_coll_residual_sum(c, 1 + (uint32_t)k, after, n))
+		rc = 31;
+	for (uint64_t i = 0; !rc && i < n; i++)
+		d[i] = after[i] - owed[i];
+	/* Every rank's x and residual changes, summed exactly. */
+	if (!rc && (gw_coll_allreduce_id(c, 8, x, n, GW_COLL_SUM, 0) ||
+		    gw_coll_allreduce_id(c, 9, d, n, GW_COLL_SUM, 0)))
+		rc = 32;
+	for (uint64_t i = 0; !rc && i < n; i++) {
+		double r = (double)y[i] + (double)d[i] - (double)x[i];
+
+		e += r * r;
+		t += (double)x[i] * x[i];
+	}
+	memcpy(owed, after, n * 4);
+	*off = rc ? 1 : sqrt(e / t);
+	free(y), free(d), free(after);
+	return rc;
+}
+
+static int body_residual_sum(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	float *x = tu_alloc(RS_N * 4), *owed[2];
+	double off, worst = 0, mass = 0;
+	struct rank_env e;
+	struct gw_coll *c;
+	char sub[600];
+	int rc = 0;
+
+	if (!(c = open_rank(a, rank, size, dir, &e)))
+		return 30;
+	gw_coll_set_segment(c, 4096);
+	for (int k = RING; k <= DIRECT && !rc; k++) {
+		owed[k] = tu_alloc(RS_N * 4);
+		memset(owed[k], 0, RS_N * 4);
+		for (int s = 0; s < RS_CALLS && !rc; s++) {
+			tu_fill(x, RS_N, ct_seed(rank, RS_N, s));
+			rc = conserving_call(c, k, x, owed[k], RS_N, &off);
+			worst = off > worst ? off : worst;
+		}
+		for (uint64_t i = 0; i < RS_N; i++)
+			mass += fabs(owed[k][i]);
+	}
+	close_rank(&e);
+	if (rc)
+		return rc;
+	if (!(worst < 1e-5) || !(mass > 0)) {
+		fprintf(stderr,
+			"rank %d: %s: result + residual sums off by %.3g (rel L2), "
+			"residual mass %.3g\n",
+			rank, a->codec, worst, mass);
+		return 33;
+	}
+	if (rank == size - 1) /* it leaves */
+		goto out;
+	snprintf(sub, sizeof(sub), "%s/smaller", dir);
+	if (mkdir(sub, 0700) && errno != EEXIST)
+		return 34;
+	if (!(c = open_rank(a, rank, size - 1, sub, &e)))
+		return 35;
+	gw_coll_set_segment(c, 4096);
+	for (int k = RING; k <= DIRECT && !rc; k++) {
+		float *zero = tu_alloc(RS_N * 4);
+
+		memset(zero, 0, RS_N * 4);
+		tu_fill(x, RS_N, ct_seed(rank, RS_N, 7));
+		for (uint64_t i = 0; i < RS_N; i++)
+			x[i] += owed[k][i]; /* what it owed, into its values */
+		rc = conserving_call(c, k, x, zero, RS_N, &off);
+		worst = off > worst ? off : worst;
+		free(zero);
+	}
+	close_rank(&e);
+	if (rc || !(worst < 1e-5)) {
+		fprintf(stderr, "rank %d of %d after a rank left: %s, off by %.3g\n", rank,
+			size - 1, rc ? "a call failed" : "not conserved", worst);
+		return rc ? rc : 36;
+	}
+	if (rank == 0)
+		printf("\n  %s, %d ranks then %d: result + residual sums within %.1e of the sum",
+		       a->codec, size, size - 1, worst);
+out:
+	for (int k = RING; k <= DIRECT; k++)
+		free(owed[k]);
+	free(x);
+	return 0;
+}
+
+static void test_residual_sum(void)
+{
+	static const char *const codecs[] = { "int8", "topk:ratio=0.1" };
+
+	for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++)
+		for (int size = 3; size <= 4; size++) {
+			struct direct_arg a = { .codec = codecs[i] };
+			int codes[TP_MAX_RANKS];
+
+			CU_ASSERT_EQUAL_FATAL(tp_run(size, 120, body_residual_sum, &a, codes), 0);
+			for (int r = 0; r < size; r++)
+				CU_ASSERT_EQUAL(codes[r], 0);
+		}
+}
+
 int main(void)
 {
 	CU_TestInfo tests[] = {
@@ -795,6 +925,7 @@ int main(void)
 		{ "ranks that call different collectives fail at once", test_kinds },
 		{ "shards given as counts per rank: zeros, uneven, the rule's own", test_counts },
 		{ "ranks that pass different counts fail at once", test_counts_differ },
+		{ "residual sums: conserved, and carried to a smaller context", test_residual_sum },
 		CU_TEST_INFO_NULL,
 	};
 

@@ -404,5 +404,9 @@ uint64_t gw_ctx_residual_bytes(const struct gw_ctx *ctx);
 int gw_ctx_residuals_save(struct gw_ctx *ctx, const char *path);
 int gw_ctx_residuals_load(struct gw_ctx *ctx, const char *path);
 void gw_ctx_residuals_reset(struct gw_ctx *ctx);
+/** gw_ctx_residual_add_to() - add the residual of (peer, slot) into
+ * dst[0..n) if it holds n values (gw_rstore_add_to()). */
+bool gw_ctx_residual_add_to(const struct gw_ctx *ctx, int peer, uint32_t slot, uint64_t n,
+			    float *dst);
 
 #endif

@@ -480,3 +480,9 @@ void gw_ctx_residuals_reset(struct gw_ctx *ctx)
 {
 	gw_rstore_reset(ctx->rs);
 }
+
+bool gw_ctx_residual_add_to(const struct gw_ctx *ctx, int peer, uint32_t slot, uint64_t n,
+			    float *dst)
+{
+	return peer >= 0 && gw_rstore_add_to(ctx->rs, (uint32_t)peer, slot, n, dst);
+}

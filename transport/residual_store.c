@@ -232,6 +232,18 @@ bool gw_rstore_zero(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t
 	return !e || (e->res.n == n && e->zero && !e->pending);
 }
 
+bool gw_rstore_add_to(const struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n,
+		      float *dst)
+{
+	const struct gw_rstore_entry *e = gw_map_get(&rs->map, KEY(peer, slot));
+
+	if (!e || e->res.n != n || !e->res.buf)
+		return false;
+	for (uint64_t i = 0; i < n && !e->zero; i++)
+		dst[i] += e->res.buf[i];
+	return true;
+}
+
 bool gw_rstore_all_zero(const struct gw_rstore *rs)
 {
 	return !rs->nonzero;

@@ -55,6 +55,14 @@ int gw_rstore_get(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n
  */
 bool gw_rstore_zero(struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n);
 
+/**
+ * gw_rstore_add_to() - add the committed residual of (peer, slot) into
+ * dst[0..n) when it holds n values (a send in flight leaves it as it was
+ * before that send). Return: whether there was one of n values.
+ */
+bool gw_rstore_add_to(const struct gw_rstore *rs, uint32_t peer, uint32_t slot, uint64_t n,
+		      float *dst);
+
 /** gw_rstore_all_zero() - whether every entry's committed residual is zeros. */
 bool gw_rstore_all_zero(const struct gw_rstore *rs);
 

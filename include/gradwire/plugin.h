@@ -336,6 +336,17 @@ struct gradwire_plugin_v1 {
 	 * context_destroy(). Later calls do nothing.
 	 */
 	void (*revoke)(struct gradwire_context *ctx, const char *reason);
+
+	/**
+	 * @residual_sum: what this rank's error feedback owes the tensor id
+	 * of allreduce_id(), as one vector: out[0..n) = its residuals, each
+	 * over its segment, summed (zeros before a lossy call of it). Added
+	 * to this rank's values at its next allreduce_id() of the tensor, in
+	 * ctx or in a context of other members (a membership change), it
+	 * enters the sum as the residuals would have in ctx. -ENOTSUP under
+	 * PowerSGD's or the hierarchical allreduce (residuals of another shape).
+	 */
+	int (*residual_sum)(struct gradwire_context *ctx, uint32_t id, float *out, uint64_t n);
 };
 
 /* queue_submit(): tickets waiting or running at once, at most. */

@@ -98,6 +98,7 @@ class PluginV1(ctypes.Structure):
         ("allgather_f32_counts", _F(_i, _ctx_p, _u32, _vp, _u64,
                                     ctypes.POINTER(_u64), ctypes.c_uint)),
         ("revoke", _F(None, _ctx_p, _cp)),
+        ("residual_sum", _F(_i, _ctx_p, _u32, _fp, _u64)),
     ]
 
 
@@ -385,6 +386,15 @@ class Context:
         (cut to 255 bytes). Safe from any thread; a no-op once closed."""
         if self.h:
             self.lib.t.revoke(self.h, str(reason).encode(errors="replace")[:255])
+
+    def residual_sum(self, ident, ptr, n):
+        """What this rank's error feedback owes tensor ident (of
+        allreduce_id), as n float32 written at ptr: its residuals, each over
+        its segment, summed. Added to this rank's values at a later
+        allreduce of the tensor, here or in a context of other members, it
+        enters the sum as the residuals would have here."""
+        self._check(f"residual sum of tensor {ident} ({n} floats)",
+                    self.lib.t.residual_sum(self._live(), ident, ctypes.cast(ptr, _fp), n))
 
     def queue(self):
         """A Queue of allreduces run by a gradwire thread (queue_create)."""
