@@ -10,11 +10,14 @@ one join, over a store of its own (python3 -m gradwire.store), int8:
   and epoch printed it (the replicas stay identical; the killed rank's last
   line aside), each process prints its steps in increasing order (none
   goes back), and the three live processes end at step STEPS with the same
-  parameters and exit 0.
+  parameters and exit 0;
+- the survivors carry what their residuals owed into the epoch after the
+  kill and the one after the join (elastic.py), the joiner nothing.
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +93,19 @@ def main():
                 pass
         codes = {n: procs[n].poll() for n in ("r0", "r2", "join")}
         check(codes == {"r0": 0, "r2": 0, "join": 0}, f"exit codes {codes}")
+        # Error feedback follows each change: a survivor adds what its
+        # residuals owed (non-zero under int8) at the first step of the
+        # epoch after the kill and of the one after the join; the joiner
+        # owes nothing.
+        for n in ("r0", "r2", "join"):
+            with open(os.path.join(folder, f"err-{n}")) as f:
+                carried = re.findall(r"carried error feedback into epoch (\d+): (\S+) \(L1\)",
+                                     f.read())
+            want = 0 if n == "join" else 2
+            check(len(carried) >= want and (n != "join" or not carried)
+                  and all(float(v) > 0 for _, v in carried),
+                  f"{n} carried its residuals into epochs {[int(e) for e, _ in carried]}"
+                  f" (L1 {[float(v) for _, v in carried]})")
         by_step, ends = {}, {}
         for n in ("r0", "r1", "r2", "join"):
             got = lines(out[n])

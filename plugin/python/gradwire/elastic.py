@@ -19,12 +19,19 @@ A survivor whose allreduce completed before the others' failed holds the
 full average of the old members and has stepped: the others adopt that
 step rather than it going back. So no replica goes back, nobody applies a
 partial average, and the replicas are identical after every re-form. A
-joiner does 3 and 4 after join(). The error-feedback residuals start at
-zero in each epoch: each member loses the compression error it had not
-sent, about one step's.
+joiner does 3 and 4 after join().
 
-Not yet: keeping the links of the survivors (each epoch connects anew),
-and residuals that follow a change.
+Error feedback follows a change. Before it closes a context, a member takes
+what its residuals owe the gradients as one vector over them
+(Context.residual_sum()) and adds it to its gradients at the first step of
+the next epoch: it enters the new members' sum as it would have entered
+the old one, whatever the new chunks and owners (that is the re-slicing;
+coll/residual.c). A joiner owes nothing. What is lost: a departed rank's
+residual (one rank's compression error for one step, about), and, in the
+dropped step, the part of a survivor's residual that its segments already
+sent had taken with them (at most the same again).
+
+Not yet: keeping the links of the survivors (each epoch connects anew).
 """
 import hashlib
 import io
@@ -64,6 +71,7 @@ class Elastic:
                             min_size=min_size)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.ctx, self.step, self.reforms = None, 0, 0
+        self.owed = None	# error feedback carried into the next epoch
 
     @property
     def rank(self):
@@ -96,9 +104,20 @@ class Elastic:
         self.log(f"epoch {self.epoch}: rank {self.rank} of {self.world}")
 
     def _close(self):
-        if self.ctx is not None:
-            self.ctx.close()
-            self.ctx = None
+        """Close the context, keeping what its residuals owe (self.owed)."""
+        if self.ctx is None:
+            return
+        if self.lossy:
+            n = sum(p.numel() for p in self.params)
+            owed = torch.zeros(n, dtype=torch.float32)
+            try:
+                self.ctx.residual_sum(GRAD_ID, owed.data_ptr(), n)
+            except _lib.GradwireError as e:	# residuals of another shape
+                self.log(f"residuals not carried: {e}")
+            else:
+                self.owed = owed if self.owed is None else self.owed + owed
+        self.ctx.close()
+        self.ctx = None
 
     def _state_bytes(self):
         buf = io.BytesIO()
@@ -172,6 +191,11 @@ class Elastic:
         allreduce); whether a joiner waits, by an exact sum of flags."""
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
                           for p in self.params]).contiguous()
+        if self.owed is not None:	# what the last epoch's residuals owed
+            flat += self.owed
+            self.log(f"carried error feedback into epoch {self.epoch}: "
+                     f"{float(self.owed.abs().sum()):.4g} (L1)")
+            self.owed = None	# in this call's values; its residuals hold it after
         flags = _lib.GRADWIRE_LOSSY if self.lossy else 0
         self.ctx.allreduce_id(GRAD_ID, flat.data_ptr(), flat.numel(), _lib.GRADWIRE_AVG, flags)
         waiting = torch.tensor([1.0 if self.m.pending_joiners() > 0 else 0.0])
