@@ -15,7 +15,8 @@ One JSON object per completed step on stdout: {"step", "rank", "world",
 step), "t" (time.time() at its end)}. Progress and re-forms go to stderr.
 It stops after step --steps (without it, at SIGTERM), and exits 0 on
 SIGTERM. --plain trains the same without elasticity (DDP with gradwire's
-hook), the baseline of the overhead figure. The model and data are the DDP
+hook), the baseline of the overhead figure. --ballast-mb adds state that
+is not trained (a buffer), so a joiner's transfer can be made large. The model and data are the DDP
 benchmark's MLP shape on a
 teacher-student task: each rank's batch of a step is drawn from (seed,
 step, rank, world), so a step redone after a re-form takes new data of the
@@ -46,10 +47,15 @@ from gradwire.store import tcp_store  # noqa: E402
 IN, OUT, BATCH = 64, 10, 32
 
 
-def model():
+def model(ballast_mb=0):
+    """The MLP; ballast_mb MiB of state beside it (a buffer, not trained),
+    which a joiner's healing transfer carries like the rest."""
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(IN, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                         nn.Linear(256, OUT))
+    m = nn.Sequential(nn.Linear(IN, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                      nn.Linear(256, OUT))
+    if ballast_mb:
+        m.register_buffer("ballast", torch.randn(ballast_mb << 18))
+    return m
 
 
 def batch(step, rank, world):
@@ -113,6 +119,8 @@ def main():
     p.add_argument("--min-size", type=int, default=1)
     p.add_argument("--job", default="elastic")
     p.add_argument("--settle-s", type=float, default=2.0)
+    p.add_argument("--ballast-mb", type=int, default=0,
+                   help="MiB of state beside the model (a joiner's transfer; the same on all)")
     p.add_argument("--plain", action="store_true",
                    help="no elasticity: DDP with gradwire's hook (the overhead's baseline)")
     a = p.parse_args()
@@ -131,7 +139,7 @@ def main():
 
     log(f"torch imported, t {time.time():.3f}")
 
-    m = model()
+    m = model(a.ballast_mb)
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
     if a.plain:
         return plain(a, m, opt, stop)

@@ -89,14 +89,23 @@ class Elastic:
     def start(self, rank, world):
         """As one of the first world members: epoch 0, then one state for all."""
         self.m.start(rank, world)
-        self._connect()
-        self._heal()
+        self._enter()
 
     def join(self):
         """As a new process: wait to be admitted, then take the members' state."""
         self.m.join()
-        self._connect()
-        self._heal()
+        self._enter()
+
+    def _enter(self):
+        """Connect the epoch's context and heal; a member lost on the way
+        (killed before or during the state's transfer) makes the members
+        re-form without it, as after a failed step."""
+        try:
+            self._connect()
+            self._heal()
+        except _lib.GradwireError as e:
+            self.log(f"epoch {self.epoch} failed to form: {str(e)[:200]}")
+            self._reform(self._gone(e))
 
     def _connect(self):
         set_fn, get_fn = c10d_store_fns(self.store, f"{self.job}/ctx/e{self.epoch}")
