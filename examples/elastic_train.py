@@ -14,10 +14,11 @@ One JSON object per completed step on stdout: {"step", "rank", "world",
 "epoch", "loss", "params_sha" (SHA-256 of every parameter's bytes after the
 step), "t" (time.time() at its end)}. Progress and re-forms go to stderr.
 It stops after step --steps (without it, at SIGTERM), and exits 0 on
-SIGTERM. --plain trains the same without elasticity (DDP with gradwire's
-hook), the baseline of the overhead figure. --ballast-mb adds state that
-is not trained (a buffer), so a joiner's transfer can be made large. The model and data are the DDP
-benchmark's MLP shape on a
+SIGTERM; a joiner the members refuse (another MAC key, no codec in common)
+exits 3 saying why. --plain trains the same without elasticity (DDP with
+gradwire's hook), the baseline of the overhead figure. --ballast-mb adds
+state that is not trained (a buffer), so a joiner's transfer can be made
+large. The model and data are the DDP benchmark's MLP shape on a
 teacher-student task: each rank's batch of a step is drawn from (seed,
 step, rank, world), so a step redone after a re-form takes new data of the
 new layout.
@@ -41,7 +42,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from gradwire.elastic import Elastic  # noqa: E402
+from gradwire.elastic import Elastic, Refused  # noqa: E402
 from gradwire.store import tcp_store  # noqa: E402
 
 IN, OUT, BATCH = 64, 10, 32
@@ -146,7 +147,11 @@ def main():
     el = Elastic(m, opt, store_of(a.store, 60), job=a.job, min_size=a.min_size,
                  settle_s=a.settle_s, log=log)
     if a.join:
-        el.join()
+        try:
+            el.join()
+        except Refused as e:
+            log(str(e))
+            return 3
     else:
         el.start(a.rank, a.world)
     loss_fn = nn.CrossEntropyLoss()

@@ -26,6 +26,11 @@ or the transfer. The three
 joiners end at step STEPS together, with the same parameters; params_sha
 is the same in every line printed for a step (the killed ranks' last lines
 aside), and each process prints its steps in increasing order.
+CASE "refuse": 2 ranks with GRADWIRE_MAC=required and GRADWIRE_CODEC_FALLBACK=0;
+a joiner with another key, then one with no codec in common (fp16 against
+int8): each exits 3
+saying the members refuse it and why, and the two ranks go on to step STEPS
+with the same parameters.
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
 """
 import json
@@ -79,12 +84,12 @@ class Job:
         self.port = first.split("127.0.0.1:")[1].split()[0] if "127.0.0.1:" in first else ""
         check(bool(self.port), f"the store serves: {first.strip()}")
 
-    def start(self, name, *args):
+    def start(self, name, *args, **env):
         self.procs[name] = subprocess.Popen(
             [sys.executable, EXAMPLE, "--store", f"127.0.0.1:{self.port}", "--steps",
              str(STEPS), "--settle-s", "1", *self.args, *args],
             stdout=open(self.path("out", name), "w"),
-            stderr=open(self.path("err", name), "w"), env=self.env)
+            stderr=open(self.path("err", name), "w"), env=dict(self.env, **env))
 
     def kill(self, *names):
         for n in names:
@@ -207,6 +212,40 @@ def churn(job):
     job.finish({"j1", "j2", "j3"})
 
 
+def refuse(job):
+    keys = {}
+    for k in ("a", "b"):
+        keys[k] = job.path("key", k)
+        fd = os.open(keys[k], os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, os.urandom(32))
+        os.close(fd)
+    job.env.update(GRADWIRE_MAC="required", GRADWIRE_MAC_KEY_FILE=keys["a"],
+                   GRADWIRE_CODEC_FALLBACK="0")
+    for r in range(2):
+        job.start(f"r{r}", "--rank", str(r), "--world", "2")
+    at = KILL_AT
+    for name, env, why in (("jk", {"GRADWIRE_MAC_KEY_FILE": keys["b"]}, "keys"),
+                           ("jc", {"GRADWIRE_CODEC": "fp16"}, "no common codec")):
+        if not job.reached("r1", at):
+            return
+        t = time.monotonic()
+        job.start(name, "--join", **env)
+        try:
+            code = job.procs[name].wait(60)
+        except subprocess.TimeoutExpired:
+            code = None
+        said = [x for x in job.log(name).splitlines() if "refuse" in x]
+        check(code == 3 and said and why in said[-1],
+              f"a joiner with {'another MAC key' if name == 'jk' else 'no codec in common'} "
+              f"exits 3 in {time.monotonic() - t:.1f} s: {said[-1][:160] if said else code}")
+        at = max(x["step"] for x in job.out("r1")) + 10
+    job.finish({"r0", "r1"})
+    t = [x["t"] for x in job.out("r0")]
+    gap = max((b - a for a, b in zip(t, t[1:])), default=0)
+    check(gap < 10, f"the members' longest pause between steps: {gap:.2f} s (each refusal "
+          "costs one re-form)")
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else "one"
     folder = subprocess.run(["mktemp", "-d", "/tmp/gradwire-elastic-XXXXXX"],
@@ -216,7 +255,7 @@ def main():
     job = Job(folder, env)
     try:
         if job.port:
-            {"one": one, "churn": churn}[case](job)
+            {"one": one, "churn": churn, "refuse": refuse}[case](job)
     finally:
         job.close()
     return exit_code()

@@ -33,6 +33,7 @@ sent had taken with them (at most the same again).
 
 Not yet: keeping the links of the survivors (each epoch connects anew).
 """
+import errno
 import hashlib
 import io
 import re
@@ -46,6 +47,13 @@ from .membership import Membership, NotAMember
 from .torch import c10d_store_fns
 
 GRAD_ID, FLAG_ID = 1, 2
+# Errors of a connection the members refuse: another MAC key, no codec in common.
+REFUSALS = (-errno.EKEYREJECTED, -errno.ENOPROTOOPT)
+
+
+class Refused(RuntimeError):
+    """This joiner cannot connect to the members (another MAC key, or no
+    codec in common): it is left out, and the job goes on without it."""
 
 
 class Elastic:
@@ -71,6 +79,7 @@ class Elastic:
                             min_size=min_size)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.ctx, self.step, self.reforms = None, 0, 0
+        self.fresh = False	# a joiner not yet in a formed epoch
         self.owed = None	# error feedback carried into the next epoch
 
     @property
@@ -93,6 +102,7 @@ class Elastic:
 
     def join(self):
         """As a new process: wait to be admitted, then take the members' state."""
+        self.fresh = True
         self.m.join()
         self._enter()
 
@@ -103,9 +113,19 @@ class Elastic:
         try:
             self._connect()
             self._heal()
+            self.fresh = False
         except _lib.GradwireError as e:
-            self.log(f"epoch {self.epoch} failed to form: {str(e)[:200]}")
+            self._failed_to_form(e)
             self._reform(self._gone(e))
+
+    def _failed_to_form(self, e):
+        """Log why an epoch did not form; a joiner the members' connections
+        refuse (another MAC key, no codec in common) gives up: Refused. The
+        members re-form without it (it does not join again)."""
+        self.log(f"epoch {self.epoch} failed to form: {str(e)[:300]}")
+        if self.fresh and e.code in REFUSALS:
+            self._close()
+            raise Refused(f"gradwire elastic: the members refuse this joiner: {e}") from e
 
     def _connect(self):
         set_fn, get_fn = c10d_store_fns(self.store, f"{self.job}/ctx/e{self.epoch}")
@@ -180,9 +200,10 @@ class Elastic:
             try:
                 self._connect()
                 self._heal()
+                self.fresh = False
                 return
             except _lib.GradwireError as e:
-                self.log(f"epoch {self.epoch} failed to form: {str(e)[:200]}")
+                self._failed_to_form(e)
                 gone = self._gone(e)
         raise RuntimeError(f"gradwire elastic: no epoch formed in {tries} tries")
 
