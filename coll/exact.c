@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * exact.c - the exact collectives over byte messages: barrier
- * (dissemination), broadcast (binomial tree) and allgather (ring), and the
+ * (dissemination), broadcast (binomial tree, in pieces) and allgather (ring), and the
  * step of byte messages they and the call check (check.c) are made of.
  * Each uses its own ident's slots (coll_impl.h's slot layout).
  */
@@ -59,12 +59,37 @@ int gw_coll_barrier(struct gw_coll *c)
 	return 0;
 }
 
+/*
+ * The broadcast goes in pieces of BCAST_PIECE bytes, up to BCAST_WINDOW of
+ * them in flight on slots of their own: a rank passes each piece to its
+ * children as soon as it has it, so the tree's hops overlap and a link
+ * carries one piece while the next is on its way. One message of a large
+ * state (a joiner's, gradwire.elastic) left the link idle between its
+ * copies and its hops.
+ */
+#define BCAST_PIECE ((size_t)4 << 20)
+#define BCAST_WINDOW 8u
+
+/* Give up what a failed broadcast left in flight. */
+static void bcast_abort(struct gw_coll *c, struct gw_ctx_req *rr, const bool *rposted,
+			struct gw_ctx_req (*sr)[STEP_BITS], const int *nsent)
+{
+	for (unsigned w = 0; w < BCAST_WINDOW; w++) {
+		if (rposted[w])
+			gw_ctx_abort(c->ctx, &rr[w]);
+		for (int k = 0; k < nsent[w]; k++)
+			gw_ctx_abort(c->ctx, &sr[w][k]);
+	}
+}
+
 int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 {
-	struct gw_ctx_req r[STEP_BITS * 2];
-	uint32_t slot = slot_of(ID_BCAST, 0);
-	int vr, mask = 1, rc, rc2;
-	size_t k = 0;
+	struct gw_ctx_req rr[BCAST_WINDOW], sr[BCAST_WINDOW][STEP_BITS];
+	bool rposted[BCAST_WINDOW] = { false };
+	int nsent[BCAST_WINDOW] = { 0 }, child[STEP_BITS], nchild = 0, parent = -1, vr, mask = 1;
+	uint8_t *b = buf;
+	size_t pieces, posted = 0;
+	int rc = 0;
 
 	if (c->err)
 		return c->err;
@@ -72,30 +97,57 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 		return -EINVAL;
 	if (c->size == 1 || !bytes)
 		return 0;
-	/* Binomial tree over ranks renumbered so that root is 0. */
+	/* Binomial tree over ranks renumbered so that root is 0: the parent,
+	 * then the children, farthest subtree first. */
 	vr = mod(c->rank - root, c->size);
-	for (; mask < c->size; mask <<= 1) {
+	for (; mask < c->size; mask <<= 1)
 		if (vr & mask) {
-			rc = coll_bytes_step(c, slot, -1, NULL, mod(vr - mask + root, c->size), buf,
-					     bytes);
-			if (rc)
-				return coll_fail(c, rc, "broadcast", 0);
+			parent = mod(vr - mask + root, c->size);
 			break;
 		}
+	for (mask >>= 1; mask > 0; mask >>= 1)
+		if (vr + mask < c->size)
+			child[nchild++] = mod(vr + mask + root, c->size);
+	pieces = (bytes + BCAST_PIECE - 1) / BCAST_PIECE;
+	for (size_t i = 0; i < pieces && !rc; i++) {
+		unsigned w = (unsigned)(i % BCAST_WINDOW);
+		size_t len = bytes - i * BCAST_PIECE < BCAST_PIECE ? bytes - i * BCAST_PIECE
+								   : BCAST_PIECE;
+
+		/* Receives up to a window ahead; piece j's slot is free once
+		 * piece j - BCAST_WINDOW arrived. */
+		while (parent >= 0 && posted < pieces && posted < i + BCAST_WINDOW && !rc) {
+			unsigned pw = (unsigned)(posted % BCAST_WINDOW);
+			size_t plen = bytes - posted * BCAST_PIECE < BCAST_PIECE
+					      ? bytes - posted * BCAST_PIECE
+					      : BCAST_PIECE;
+
+			rc = gw_ctx_irecv_bytes(c->ctx, parent, slot_of(ID_BCAST, pw),
+						b + posted * BCAST_PIECE, plen, &rr[pw]);
+			rposted[pw] = !rc;
+			posted += !rc;
+		}
+		if (!rc && parent >= 0) {
+			rposted[w] = false;
+			rc = gw_ctx_wait(c->ctx, &rr[w]);
+		}
+		if (!rc && nsent[w]) { /* piece i - BCAST_WINDOW's, on this slot */
+			rc = gw_ctx_waitall(c->ctx, sr[w], (size_t)nsent[w]);
+			nsent[w] = 0;
+		}
+		for (int k = 0; k < nchild && !rc; k++) {
+			rc = gw_ctx_isend_bytes(c->ctx, child[k], slot_of(ID_BCAST, w),
+						b + i * BCAST_PIECE, len, &sr[w][nsent[w]]);
+			nsent[w] += !rc;
+		}
 	}
-	rc = 0;
-	for (mask >>= 1; mask > 0; mask >>= 1) {
-		if (vr + mask >= c->size)
-			continue;
-		rc = gw_ctx_isend_bytes(c->ctx, mod(vr + mask + root, c->size), slot, buf, bytes,
-					&r[k]);
-		if (rc)
-			break;
-		k++;
+	for (unsigned w = 0; w < BCAST_WINDOW && !rc; w++) {
+		rc = nsent[w] ? gw_ctx_waitall(c->ctx, sr[w], (size_t)nsent[w]) : 0;
+		nsent[w] = 0;
 	}
-	rc2 = gw_ctx_waitall(c->ctx, r, k);
-	rc = rc ? rc : rc2;
-	return rc ? coll_fail(c, rc, "broadcast", 1) : 0;
+	if (rc)
+		bcast_abort(c, rr, rposted, sr, nsent);
+	return rc ? coll_fail(c, rc, "broadcast", 0) : 0;
 }
 
 int gw_coll_allgather(struct gw_coll *c, const void *send, void *recv, size_t bytes_per_rank)

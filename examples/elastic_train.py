@@ -45,13 +45,13 @@ import torch.nn as nn  # noqa: E402
 from gradwire.elastic import Elastic, Refused  # noqa: E402
 from gradwire.store import tcp_store  # noqa: E402
 
-IN, OUT, BATCH = 64, 10, 32
+IN, OUT, BATCH, HELD_OUT = 64, 10, 32, 8192
 
 
-def model(ballast_mb=0):
+def model(ballast_mb=0, seed=0):
     """The MLP; ballast_mb MiB of state beside it (a buffer, not trained),
     which a joiner's healing transfer carries like the rest."""
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     m = nn.Sequential(nn.Linear(IN, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                       nn.Linear(256, OUT))
     if ballast_mb:
@@ -59,12 +59,19 @@ def model(ballast_mb=0):
     return m
 
 
-def batch(step, rank, world):
-    g = torch.Generator().manual_seed(1_000_003 * step + 7919 * rank + world)
-    x = torch.randn(BATCH, IN, generator=g)
+def batch(step, rank, world, seed=0, n=BATCH):
+    g = torch.Generator().manual_seed(1_000_003 * step + 7919 * rank + world + 104_729 * seed)
+    x = torch.randn(n, IN, generator=g)
     teacher = torch.Generator().manual_seed(1234)
     w = torch.randn(IN, OUT, generator=teacher)
     return x, (x @ w).argmax(dim=1)
+
+
+def accuracy(m):
+    """The share of HELD_OUT examples (data no step draws) classed right."""
+    x, y = batch(-1, -1, -1, n=HELD_OUT)
+    with torch.no_grad():
+        return float((m(x).argmax(dim=1) == y).float().mean())
 
 
 def params_sha(m):
@@ -95,7 +102,7 @@ def plain(a, m, opt, stop):
     loss_fn = nn.CrossEntropyLoss()
     step = 0
     while not stop and (a.steps is None or step < a.steps):
-        x, y = batch(step, a.rank, a.world)
+        x, y = batch(step, a.rank, a.world, a.seed)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
         loss.backward()
@@ -120,6 +127,7 @@ def main():
     p.add_argument("--min-size", type=int, default=1)
     p.add_argument("--job", default="elastic")
     p.add_argument("--settle-s", type=float, default=2.0)
+    p.add_argument("--seed", type=int, default=0, help="the model's and the data's")
     p.add_argument("--ballast-mb", type=int, default=0,
                    help="MiB of state beside the model (a joiner's transfer; the same on all)")
     p.add_argument("--plain", action="store_true",
@@ -140,7 +148,7 @@ def main():
 
     log(f"torch imported, t {time.time():.3f}")
 
-    m = model(a.ballast_mb)
+    m = model(a.ballast_mb, a.seed)
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
     if a.plain:
         return plain(a, m, opt, stop)
@@ -159,7 +167,7 @@ def main():
         step = el.step
 
         def compute():
-            x, y = batch(step, el.rank, el.world)
+            x, y = batch(step, el.rank, el.world, a.seed)
             return loss_fn(m(x), y)
         loss = el.train_step(compute)
         if loss is None:
@@ -167,6 +175,7 @@ def main():
         print(json.dumps({"step": el.step, "rank": el.rank, "world": el.world,
                           "epoch": el.epoch, "loss": loss, "params_sha": params_sha(m),
                           "t": time.time()}), flush=True)
+    log(f"accuracy {accuracy(m):.4f} on {HELD_OUT} held-out examples after step {el.step}")
     el.close()
     return 0
 

@@ -260,6 +260,24 @@ static int body_exact(int rank, int size, const char *dir, void *arg)
 		}
 		free(mine), free(all);
 	}
+	/* A broadcast longer than its window of pieces (exact.c): 9 pieces of
+	 * 4 MiB and a short one, the slots reused, from the first and the last rank. */
+	{
+		size_t len = 9 * ((size_t)4 << 20) + 12345;
+		uint8_t *mine = tu_alloc(len);
+
+		for (int root = 0; root<size; root += size> 1 ? size - 1 : 1) {
+			if (rank == root)
+				tp_pattern(mine, len, ct_seed(root, len, 3));
+			else
+				memset(mine, 0, len);
+			if (gw_coll_broadcast(c, root, mine, len))
+				return 26;
+			if (tp_mismatch(mine, len, ct_seed(root, len, 3)))
+				return 27;
+		}
+		free(mine);
+	}
 	/* Barrier: whoever leaves it finds that everyone arrived. */
 	for (int round = 0; round < 3; round++) {
 		FILE *f;

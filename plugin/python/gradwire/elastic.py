@@ -164,17 +164,22 @@ class Elastic:
         mine = torch.tensor([self.step], dtype=torch.int64)
         self.ctx.allgather(mine.data_ptr(), steps.data_ptr(), 8)
         root = int(torch.argmax(steps))	# the first of the furthest
-        blob = self._state_bytes() if self.rank == root else b""
         head = torch.zeros(40, dtype=torch.uint8)	# length, then SHA-256
         if self.rank == root:
+            blob = bytearray(self._state_bytes())
+            data = torch.frombuffer(blob, dtype=torch.uint8)
             head[:8] = torch.tensor(list(len(blob).to_bytes(8, "little")), dtype=torch.uint8)
             head[8:] = torch.tensor(list(hashlib.sha256(blob).digest()), dtype=torch.uint8)
         self.ctx.broadcast(root, head.data_ptr(), head.numel())
         n = int.from_bytes(bytes(head[:8].tolist()), "little")
-        data = torch.frombuffer(bytearray(blob), dtype=torch.uint8) if self.rank == root \
-            else torch.empty(n, dtype=torch.uint8)
-        self.ctx.broadcast(root, data.data_ptr(), n)
         if self.rank != root:
+            data = torch.empty(n, dtype=torch.uint8)
+        t = time.monotonic()
+        self.ctx.broadcast(root, data.data_ptr(), n)
+        t = time.monotonic() - t
+        if self.rank != root:
+            self.log(f"state of {n} bytes from rank {root} in {t:.3f} s "
+                     f"({n / max(t, 1e-9) / 1e6:.1f} MB/s)")
             got = bytes(data.numpy())
             if hashlib.sha256(got).digest() != bytes(head[8:].tolist()):
                 raise RuntimeError(f"gradwire elastic: the state from rank {root} of epoch "
