@@ -11,7 +11,8 @@
 - the step counter and warm-up; load_state_dict() refuses another rank's
   state of the same size, and a State that already reduced tensors in
   another order; a state of another size loads its step counter, and the
-  residuals start at zero with a warning;
+  residuals start at zero with a warning; from the same rank number it
+  carries what its residuals owed into the tensors' first allreduce;
 - timeouts: a State takes its group's (the default group's 30 minutes; a
   new_group's 5 s, which the library then logs as its GRADWIRE_TIMEOUT_MS),
   keeps the first one with a warning while an earlier State is open, and
@@ -158,6 +159,25 @@ def timeouts():
           f"the rendezvous prefix names the group's ranks: 0-1, 0,2-4,7, {long}")
 
 
+def carried():
+    """A state of another size from this rank's number carries what its
+    residuals owed (the "owed" vectors): added to the tensor at its first
+    allreduce here, once; one of another rank number carries nothing."""
+    owed = torch.arange(1, 11, dtype=torch.float32)
+    for rank, want in ((0, owed), (1, torch.zeros(10))):
+        state = gwt.State()
+        sd = state.state_dict()
+        state.load_state_dict(dict(sd, rank=rank, size=2, ids=sd["ids"] + [[5, 10, True]],
+                                   owed={5: owed.clone()}))
+        first, second = torch.zeros(10), torch.zeros(10)
+        state._reduce(5, first, True)
+        state._reduce(5, second, True)
+        check(torch.equal(first, want) and not second.any(),
+              f"rank {rank}'s state of 2 ranks on rank 0 of 1: the first allreduce of the "
+              f"tensor gets {first[:3].tolist()}..., the second nothing more")
+        state.close()
+
+
 def main():
     folder = tempfile.mkdtemp(prefix="gradwire-hook-")
     torch.set_num_threads(1)
@@ -214,6 +234,7 @@ def main():
         check("order" in str(e), "a State that reduced tensors in another order "
               "refuses a checkpoint")
     state.close()
+    carried()
     timeouts()
     dist.destroy_process_group()
     return exit_code()

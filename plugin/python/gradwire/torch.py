@@ -321,6 +321,7 @@ class State:
         self._layouts = {}
         self._lossy_ids = {}	# parameter address -> allreduce_id
         self._seen = {}		# allreduce_id -> (n, lossy), first-use order
+        self._owed = {}		# allreduce_id -> residual vector carried in (load_state_dict)
         self._queue = None	# the asynchronous hook's, made below
         self._exact_bytes = 0
         self._summary = None
@@ -379,8 +380,24 @@ class State:
         finally:
             os.unlink(path)
         return {"version": STATE_VERSION, "rank": self.rank, "size": self.size,
-                "step": self.step, "residuals": blob,
+                "step": self.step, "residuals": blob, "owed": self._owed_now(),
                 "ids": [[i, n, lossy] for i, (n, lossy) in self._seen.items()]}
+
+    def _owed_now(self):
+        """Per lossy tensor, what this rank's residuals owe it as one vector
+        (Context.residual_sum): what a job of another size can carry."""
+        owed = {}
+        for ident, (n, lossy) in self._seen.items():
+            if not lossy or not n:
+                continue
+            v = torch.zeros(n, dtype=torch.float32)
+            try:
+                self.ctx.residual_sum(ident, v.data_ptr(), n)
+            except _lib.GradwireError:	# PowerSGD's, the hierarchical allreduce's
+                return {}
+            if v.any():
+                owed[ident] = v
+        return owed
 
     def load_state_dict(self, sd):
         """Restore what state_dict() returned on the same rank of a job of the
@@ -388,10 +405,12 @@ class State:
         the hook has reduced anything other than in the checkpoint's order.
 
         From a job of another size (any of its ranks' states) the step
-        counter and the tensors' order are restored, and the residuals start
-        at zero, with a warning: they belong to chunks and peers of the old
-        size. What is lost is each rank's compression error not yet sent,
-        about one step's."""
+        counter and the tensors' order are restored. The residuals belong to
+        chunks and peers of the old size: what they owed each tensor, as one
+        vector, is added to the tensor at its first allreduce here, when the
+        state is this rank's number's (each old rank's is added once). A
+        state of another rank number starts at zero, with a warning: what is
+        lost is that rank's compression error not yet sent, about one step's."""
         if sd.get("version") != STATE_VERSION:
             raise ValueError(f"gradwire state version {sd.get('version')!r}, this "
                              f"State's is {STATE_VERSION}: its tensors took "
@@ -405,10 +424,16 @@ class State:
         self.drain()
         if resized:
             self.ctx.residuals_reset()
-            log.warning("gradwire: a state of %d ranks loaded on rank %d of %d: the "
-                        "residuals start at zero (each rank loses the compression "
-                        "error it had not sent, about one step's)", sd["size"],
-                        self.rank, self.size)
+            if sd["rank"] == self.rank and sd.get("owed") is not None:
+                self._owed = dict(sd["owed"])
+                log.info("gradwire: a state of %d ranks loaded on rank %d of %d: what its "
+                         "residuals owed %d tensors is added at their first allreduce",
+                         sd["size"], self.rank, self.size, len(self._owed))
+            else:
+                log.warning("gradwire: rank %d's state of %d ranks loaded on rank %d of "
+                            "%d: the residuals start at zero (the compression error it "
+                            "had not sent, about one step's, is lost)", sd["rank"],
+                            sd["size"], self.rank, self.size)
         else:
             fd, path = tempfile.mkstemp(prefix="gradwire-res-")
             try:
@@ -610,6 +635,9 @@ class State:
             return
         if ident not in self._seen:
             self._seen[ident] = (t.numel(), bool(lossy))
+        owed = self._owed.pop(ident, None)
+        if owed is not None and owed.numel() == t.numel():
+            t.add_(owed)	# what a job of another size owed it (load_state_dict)
         self._exact_bytes += self._ring_bytes(t.numel())
         flags = _lib.GRADWIRE_LOSSY if lossy else 0
         if self._queue is None or tickets is None:
