@@ -421,20 +421,6 @@ static void sample_rate(struct gw_coll *c, const struct gw_codec *set, int n)
 	     (unsigned long long)f.frames, span * 1e3, cpu * 1e3, rate / 1e6, a->rate / 1e6);
 }
 
-/* Codec k of set, or NULL: is it predicted PRUNE times the best or worse? */
-static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, int n, int k)
-{
-	double best = -1, tk = predict_time(c, &set[k], 1e6, c->au.rate);
-
-	for (int i = 0; i < n; i++) {
-		double t = predict_time(c, &set[i], 1e6, c->au.rate);
-
-		if (t >= 0 && (best < 0 || t < best))
-			best = t;
-	}
-	return tk >= 0 && best > 0 && tk >= PRUNE * best;
-}
-
 /* The codec of set predicted fastest, or the first without figures. */
 static const struct gw_codec *predicted_best(struct gw_coll *c, const struct gw_codec *set, int n)
 {
@@ -450,6 +436,15 @@ static const struct gw_codec *predicted_best(struct gw_coll *c, const struct gw_
 		}
 	}
 	return best;
+}
+
+/* Codec k of set: is it predicted PRUNE times the best or worse? */
+static bool predicted_too_slow(struct gw_coll *c, const struct gw_codec *set, int n, int k)
+{
+	double best = predict_time(c, predicted_best(c, set, n), 1e6, c->au.rate);
+	double tk = predict_time(c, &set[k], 1e6, c->au.rate);
+
+	return tk >= 0 && best > 0 && tk >= PRUNE * best;
 }
 
 static bool explored(const struct coll_auto *a, unsigned id)

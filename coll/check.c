@@ -34,11 +34,20 @@
 #include "../common/bytes.h"
 #include "coll_impl.h"
 
-uint32_t coll_stream_of(struct gw_coll *c, uint64_t key)
+uint32_t coll_stream_find(const struct gw_coll *c, uint64_t key)
 {
 	for (unsigned i = 0; i < c->nstreams; i++)
 		if (c->stream_key[i] == key)
 			return ID_ALLREDUCE + i;
+	return 0;
+}
+
+uint32_t coll_stream_of(struct gw_coll *c, uint64_t key)
+{
+	uint32_t id = coll_stream_find(c, key);
+
+	if (id)
+		return id;
 	if (c->nstreams < GW_COLL_STREAMS) {
 		c->stream_key[c->nstreams] = key;
 		return ID_ALLREDUCE + c->nstreams++;

@@ -136,6 +136,8 @@ int coll_bytes_step(struct gw_coll *c, uint32_t slot, int to, const void *sbuf, 
 /* check.c */
 /* The stream (slot ident) of the tensor key. */
 uint32_t coll_stream_of(struct gw_coll *c, uint64_t key);
+/* The stream the tensor key was given, or 0 when it has none of its own yet. */
+uint32_t coll_stream_find(const struct gw_coll *c, uint64_t key);
 /* The call check of an allreduce, a reduce-scatter or a float allgather
  * (check.c's opening comment). say: what this rank states for auto beside
  * its descriptor; heard: where every rank's statement goes (size entries,

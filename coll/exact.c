@@ -70,6 +70,14 @@ int gw_coll_barrier(struct gw_coll *c)
 #define BCAST_PIECE ((size_t)4 << 20)
 #define BCAST_WINDOW 8u
 
+/* The length of piece i of a broadcast of bytes. */
+static size_t piece_len(size_t bytes, size_t i)
+{
+	size_t left = bytes - i * BCAST_PIECE;
+
+	return left < BCAST_PIECE ? left : BCAST_PIECE;
+}
+
 /* Give up what a failed broadcast left in flight. */
 static void bcast_abort(struct gw_coll *c, struct gw_ctx_req *rr, const bool *rposted,
 			struct gw_ctx_req (*sr)[STEP_BITS], const int *nsent)
@@ -111,19 +119,15 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 	pieces = (bytes + BCAST_PIECE - 1) / BCAST_PIECE;
 	for (size_t i = 0; i < pieces && !rc; i++) {
 		unsigned w = (unsigned)(i % BCAST_WINDOW);
-		size_t len = bytes - i * BCAST_PIECE < BCAST_PIECE ? bytes - i * BCAST_PIECE
-								   : BCAST_PIECE;
 
 		/* Receives up to a window ahead; piece j's slot is free once
 		 * piece j - BCAST_WINDOW arrived. */
 		while (parent >= 0 && posted < pieces && posted < i + BCAST_WINDOW && !rc) {
 			unsigned pw = (unsigned)(posted % BCAST_WINDOW);
-			size_t plen = bytes - posted * BCAST_PIECE < BCAST_PIECE
-					      ? bytes - posted * BCAST_PIECE
-					      : BCAST_PIECE;
 
 			rc = gw_ctx_irecv_bytes(c->ctx, parent, slot_of(ID_BCAST, pw),
-						b + posted * BCAST_PIECE, plen, &rr[pw]);
+						b + posted * BCAST_PIECE, piece_len(bytes, posted),
+						&rr[pw]);
 			rposted[pw] = !rc;
 			posted += !rc;
 		}
@@ -137,7 +141,8 @@ int gw_coll_broadcast(struct gw_coll *c, int root, void *buf, size_t bytes)
 		}
 		for (int k = 0; k < nchild && !rc; k++) {
 			rc = gw_ctx_isend_bytes(c->ctx, child[k], slot_of(ID_BCAST, w),
-						b + i * BCAST_PIECE, len, &sr[w][nsent[w]]);
+						b + i * BCAST_PIECE, piece_len(bytes, i),
+						&sr[w][nsent[w]]);
 			nsent[w] += !rc;
 		}
 	}

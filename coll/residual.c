@@ -32,7 +32,7 @@ static void add_segment(struct gw_coll *c, const struct ring *g, int peer, uint3
 int gw_coll_residual_sum(struct gw_coll *c, uint32_t id, float *out, uint64_t n)
 {
 	const struct coll_group *w;
-	uint32_t stream = 0, last;
+	uint32_t stream, last;
 	struct ring g;
 	int me, size;
 
@@ -40,9 +40,7 @@ int gw_coll_residual_sum(struct gw_coll *c, uint32_t id, float *out, uint64_t n)
 		return -EINVAL;
 	if (n)
 		memset(out, 0, (size_t)n * sizeof(float));
-	for (unsigned i = 0; i < c->nstreams && !stream; i++)
-		if (c->stream_key[i] == (KEY_ID | id))
-			stream = ID_ALLREDUCE + i;
+	stream = coll_stream_find(c, KEY_ID | id);
 	/* No lossy call of the tensor yet, or none that compressed. */
 	if (!stream || c->size == 1 || !n || !c->agreed || !c->lossy_links)
 		return 0;

@@ -44,7 +44,7 @@ import torch
 
 from . import lib as _lib
 from .membership import Membership, NotAMember
-from .torch import c10d_store_fns
+from .torch import c10d_store_fns, owed
 
 GRAD_ID, FLAG_ID = 1, 2
 # Errors of a connection the members refuse: another MAC key, no codec in common.
@@ -137,14 +137,12 @@ class Elastic:
         if self.ctx is None:
             return
         if self.lossy:
-            n = sum(p.numel() for p in self.params)
-            owed = torch.zeros(n, dtype=torch.float32)
             try:
-                self.ctx.residual_sum(GRAD_ID, owed.data_ptr(), n)
+                v = owed(self.ctx, GRAD_ID, sum(p.numel() for p in self.params))
             except _lib.GradwireError as e:	# residuals of another shape
                 self.log(f"residuals not carried: {e}")
             else:
-                self.owed = owed if self.owed is None else self.owed + owed
+                self.owed = v if self.owed is None else self.owed + v
         self.ctx.close()
         self.ctx = None
 

@@ -92,7 +92,7 @@ import torch.distributed as dist
 from . import lib as _lib
 
 __all__ = ["State", "hook", "zero_hook", "FsdpState", "fsdp_hook", "c10d_store_fns",
-           "group_timeout_ms", "libuv_missing"]
+           "group_timeout_ms", "libuv_missing", "owed"]
 
 log = logging.getLogger("gradwire")
 _generations = {}	# (prefix, group tag) -> States made so far
@@ -268,6 +268,15 @@ def _group_store(pg):
     return dist.PrefixStore(name, base)
 
 
+def owed(ctx, ident, n):
+    """What this rank's residuals in ctx owe tensor ident of n values, as a
+    float32 tensor (Context.residual_sum); GradwireError under PowerSGD or
+    the hierarchical allreduce (residuals of another shape)."""
+    v = torch.zeros(n, dtype=torch.float32)
+    ctx.residual_sum(ident, v.data_ptr(), n)
+    return v
+
+
 class State:
     """The hook's state: a gradwire context, the step counter, statistics.
 
@@ -386,18 +395,17 @@ class State:
     def _owed_now(self):
         """Per lossy tensor, what this rank's residuals owe it as one vector
         (Context.residual_sum): what a job of another size can carry."""
-        owed = {}
+        out = {}
         for ident, (n, lossy) in self._seen.items():
             if not lossy or not n:
                 continue
-            v = torch.zeros(n, dtype=torch.float32)
             try:
-                self.ctx.residual_sum(ident, v.data_ptr(), n)
+                v = owed(self.ctx, ident, n)
             except _lib.GradwireError:	# PowerSGD's, the hierarchical allreduce's
                 return {}
             if v.any():
-                owed[ident] = v
-        return owed
+                out[ident] = v
+        return out
 
     def load_state_dict(self, sd):
         """Restore what state_dict() returned on the same rank of a job of the
