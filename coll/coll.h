@@ -164,7 +164,8 @@ int gw_coll_reduce_scatter(struct gw_coll *c, float *buf, uint64_t n, enum gw_co
  * to this rank's values at a later allreduce of the tensor, in this context
  * or in one of other members, it enters the sum as the residuals would
  * have here (coll/residual.c). Return: 0, -EINVAL, -ENOTSUP (PowerSGD's or
- * the hierarchical allreduce's residuals, of another shape).
+ * the hierarchical allreduce's residuals, of another shape), -ENOSPC (the
+ * tensor has no stream of its own: GW_COLL_STREAMS tensors came first).
  */
 int gw_coll_residual_sum(struct gw_coll *c, uint32_t id, float *out, uint64_t n);
 

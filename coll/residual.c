@@ -41,6 +41,10 @@ int gw_coll_residual_sum(struct gw_coll *c, uint32_t id, float *out, uint64_t n)
 	if (n)
 		memset(out, 0, (size_t)n * sizeof(float));
 	stream = coll_stream_find(c, KEY_ID | id);
+	/* A tensor beyond the streams shares one (coll_stream_of()), whose
+	 * residuals another tensor may have left: what it owes is unknown. */
+	if (!stream && c->nstreams == GW_COLL_STREAMS)
+		return -ENOSPC;
 	/* No lossy call of the tensor yet, or none that compressed. */
 	if (!stream || c->size == 1 || !n || !c->agreed || !c->lossy_links)
 		return 0;

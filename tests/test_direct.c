@@ -896,6 +896,42 @@ out:
 	return 0;
 }
 
+/*
+ * A tensor past the streams shares one with others (coll/coll.h), so its
+ * residual cannot be told apart: gw_coll_residual_sum() says so (-ENOSPC)
+ * rather than return zeros that would drop what it owes. A tensor with a
+ * stream of its own still answers.
+ */
+static int body_residual_shared(int rank, int size, const char *dir, void *arg)
+{
+	const struct direct_arg *a = arg;
+	float v[64], out[64];
+	struct rank_env e;
+	struct gw_coll *c;
+	int rc = 0, own, shared;
+
+	if (!(c = open_rank(a, rank, size, dir, &e)))
+		return 40;
+	for (uint32_t id = 0; id < GW_COLL_STREAMS && !rc; id++) {
+		v[0] = 1;
+		rc = gw_coll_allreduce_id(c, 100 + id, v, 1, GW_COLL_SUM, 0);
+	}
+	tu_fill(v, 64, ct_seed(rank, 64, 1));
+	if (rc || gw_coll_allreduce_id(c, 7, v, 64, GW_COLL_SUM, GW_CTX_LOSSY))
+		rc = 41;
+	own = gw_coll_residual_sum(c, 100, out, 64);
+	shared = gw_coll_residual_sum(c, 7, out, 64);
+	close_rank(&e);
+	if (!rc && (own != 0 || shared != -ENOSPC)) {
+		fprintf(stderr,
+			"rank %d: residual sum of a tensor with a stream %d, of one "
+			"sharing a stream %d (want 0, -ENOSPC)\n",
+			rank, own, shared);
+		rc = 42;
+	}
+	return rc;
+}
+
 static void test_residual_sum(void)
 {
 	static const char *const codecs[] = { "int8", "topk:ratio=0.1" };
@@ -909,6 +945,16 @@ static void test_residual_sum(void)
 			for (int r = 0; r < size; r++)
 				CU_ASSERT_EQUAL(codes[r], 0);
 		}
+}
+
+static void test_residual_shared(void)
+{
+	struct direct_arg a = { .codec = "int8" };
+	int codes[TP_MAX_RANKS];
+
+	CU_ASSERT_EQUAL_FATAL(tp_run(2, 120, body_residual_shared, &a, codes), 0);
+	CU_ASSERT_EQUAL(codes[0], 0);
+	CU_ASSERT_EQUAL(codes[1], 0);
 }
 
 int main(void)
@@ -926,6 +972,8 @@ int main(void)
 		{ "shards given as counts per rank: zeros, uneven, the rule's own", test_counts },
 		{ "ranks that pass different counts fail at once", test_counts_differ },
 		{ "residual sums: conserved, and carried to a smaller context", test_residual_sum },
+		{ "residual sums: refused for a tensor that shares a stream",
+		  test_residual_shared },
 		CU_TEST_INFO_NULL,
 	};
 

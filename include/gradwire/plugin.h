@@ -344,7 +344,8 @@ struct gradwire_plugin_v1 {
 	 * to this rank's values at its next allreduce_id() of the tensor, in
 	 * ctx or in a context of other members (a membership change), it
 	 * enters the sum as the residuals would have in ctx. -ENOTSUP under
-	 * PowerSGD's or the hierarchical allreduce (residuals of another shape).
+	 * PowerSGD's or the hierarchical allreduce (residuals of another shape);
+	 * -ENOSPC for a tensor that shares a stream (after 1,024 others).
 	 */
 	int (*residual_sum)(struct gradwire_context *ctx, uint32_t id, float *out, uint64_t n);
 };

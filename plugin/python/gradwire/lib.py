@@ -392,7 +392,9 @@ class Context:
         allreduce_id), as n float32 written at ptr: its residuals, each over
         its segment, summed. Added to this rank's values at a later
         allreduce of the tensor, here or in a context of other members, it
-        enters the sum as the residuals would have here."""
+        enters the sum as the residuals would have here. GradwireError
+        under PowerSGD or the hierarchical allreduce (ENOTSUP), and for a
+        tensor that shares a stream, past the 1,024 (ENOSPC)."""
         self._check(f"residual sum of tensor {ident} ({n} floats)",
                     self.lib.t.residual_sum(self._live(), ident, ctypes.cast(ptr, _fp), n))
 
