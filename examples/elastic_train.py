@@ -25,6 +25,7 @@ new layout.
 """
 import argparse
 import datetime
+import faulthandler
 import hashlib
 import json
 import os
@@ -127,6 +128,8 @@ def main():
     p.add_argument("--min-size", type=int, default=1)
     p.add_argument("--job", default="elastic")
     p.add_argument("--settle-s", type=float, default=2.0)
+    p.add_argument("--dead-s", type=float, default=5.0,
+                   help="a member silent this long while an epoch forms is gone")
     p.add_argument("--seed", type=int, default=0, help="the model's and the data's")
     p.add_argument("--ballast-mb", type=int, default=0,
                    help="MiB of state beside the model (a joiner's transfer; the same on all)")
@@ -142,6 +145,7 @@ def main():
     torch.set_num_threads(1)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    faulthandler.register(signal.SIGUSR1, all_threads=True)	# where a stuck rank is
 
     def log(msg):
         print(f"elastic[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
@@ -153,10 +157,12 @@ def main():
     if a.plain:
         return plain(a, m, opt, stop)
     el = Elastic(m, opt, store_of(a.store, 60), job=a.job, min_size=a.min_size,
-                 settle_s=a.settle_s, log=log)
+                 settle_s=a.settle_s, log=log, dead_s=a.dead_s)
     if a.join:
         try:
-            el.join()
+            if not el.join(stop=lambda: bool(stop)):
+                log("stopped before it was admitted")
+                return 0
         except Refused as e:
             log(str(e))
             return 3

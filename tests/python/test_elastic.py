@@ -31,6 +31,12 @@ a joiner with another key, then one with no codec in common (fp16 against
 int8): each exits 3
 saying the members refuse it and why, and the two ranks go on to step STEPS
 with the same parameters.
+CASE "silent": 3 ranks with --dead-s 2 and GRADWIRE_TIMEOUT_MS=60000; a
+joiner that registers and never connects (the test writes its uid in the
+store, as a joiner killed before it connected would have): the members
+admit it, wait for its address, find its heartbeat silent and re-form
+without it, each saying so, and pause for less than 10 s (not the 60 s
+timeout); they end at step STEPS with the same parameters.
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
 """
 import json
@@ -246,6 +252,28 @@ def refuse(job):
           "costs one re-form)")
 
 
+def silent(job):
+    import datetime
+    from gradwire.store import tcp_store
+    job.args = ("--dead-s", "2")
+    job.env["GRADWIRE_TIMEOUT_MS"] = "60000"
+    for r in range(3):
+        job.start(f"r{r}", "--rank", str(r), "--world", "3")
+    if not job.reached("r2", KILL_AT):
+        return
+    store = tcp_store("127.0.0.1", int(job.port), is_master=False,
+                      timeout=datetime.timedelta(seconds=30))
+    k = store.add("elastic/m/joiners", 1)	# a joiner that never connects
+    store.set(f"elastic/m/joiner/{k}", "ghost")
+    job.finish({"r0", "r1", "r2"})
+    for n in ("r0", "r1", "r2"):
+        check("(ghost) has sent no heartbeat" in job.log(n), f"{n} found the joiner silent")
+    t = [x["t"] for x in job.out("r0")]
+    gap = max((b - a for a, b in zip(t, t[1:])), default=0)
+    check(gap < 10, f"the members' longest pause between steps: {gap:.2f} s (dead_s 2 s; "
+          "the library's timeout 60 s)")
+
+
 def main():
     case = sys.argv[1] if len(sys.argv) > 1 else "one"
     folder = subprocess.run(["mktemp", "-d", "/tmp/gradwire-elastic-XXXXXX"],
@@ -255,7 +283,7 @@ def main():
     job = Job(folder, env)
     try:
         if job.port:
-            {"one": one, "churn": churn, "refuse": refuse}[case](job)
+            {"one": one, "churn": churn, "refuse": refuse, "silent": silent}[case](job)
     finally:
         job.close()
     return exit_code()

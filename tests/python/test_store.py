@@ -11,7 +11,8 @@
   one whose set raises fails it with the Python error in the message.
 - The library rejects an unknown GRADWIRE_* variable by name.
 - python3 -m gradwire.store serves a TCPStore in a process of its own: two
-  clients meet through it, a client process killed after its set leaves
+  clients meet through it, a client's get that timed out leaves that client
+  working, a client process killed after its set leaves
   the key served, SIGTERM stops it (status 0) within seconds, and a port
   in use ends a second one with status 1 and the reason.
 Exit 77 when torch is missing. GW_LIB names libgradwire.so.
@@ -119,6 +120,13 @@ def standalone_store():
         a, b = client(port), client(port)
         a.set("k", b"from a")
         check(b.get("k") == b"from a", "two clients meet through it")
+        # A key not there in time leaves the client working (a timed-out
+        # TCPStore wait() would not: torch 1.13 fails its next call).
+        _, get_fn = c10d_store_fns(b, "t")
+        missing = get_fn("gw/late", 100)
+        a.set("t/gw/late", b"late")
+        check(missing is None and get_fn("gw/late", 1000) == b"late" and b.get("k") == b"from a",
+              "a get that timed out over a TCPStore client: that client still works")
         code = (f"import os, signal, sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
                 f"from test_store import client\nclient({port}).set('dead', b'before dying')\n"
                 "os.kill(os.getpid(), signal.SIGKILL)\n")

@@ -31,6 +31,12 @@ residual (one rank's compression error for one step, about), and, in the
 dropped step, the part of a survivor's residual that its segments already
 sent had taken with them (at most the same again).
 
+A process killed after an epoch was decided with it, before it connected
+(a joiner, or a member dying during a re-form), would keep the others
+waiting for its address until the library's timeout. While they wait for
+a member, they watch its heartbeat (Membership.beat()): silent for dead_s,
+it is gone, the epoch fails to form, and the next leaves it out.
+
 Not yet: keeping the links of the survivors (each epoch connects anew).
 """
 import errno
@@ -65,11 +71,16 @@ class Elastic:
             loss = el.train_step(lambda: loss_of(el.step, el.rank, el.world))
 
     store: a torch Store (a TCPStore served by `python3 -m gradwire.store`);
-    lossy: whether the gradients may take the codec (GRADWIRE_CODEC).
+    lossy: whether the gradients may take the codec (GRADWIRE_CODEC);
+    dead_s: a member that others wait for while an epoch forms, and whose
+        heartbeat has not moved for this long, is gone (heartbeats need a
+        TCPStore; over another store only the library's timeout applies).
     """
 
+    WATCH_S = 0.25	# while an epoch forms, heartbeats are read this often
+
     def __init__(self, model, optimizer, store, job="gw", uid=None, min_size=1,
-                 settle_s=2.0, lossy=True, log=None):
+                 settle_s=2.0, lossy=True, log=None, dead_s=5.0):
         self.model, self.opt, self.store, self.job = model, optimizer, store, job
         self.lossy = lossy
         self.log = log or (lambda msg: None)
@@ -81,6 +92,8 @@ class Elastic:
         self.ctx, self.step, self.reforms = None, 0, 0
         self.fresh = False	# a joiner not yet in a formed epoch
         self.owed = None	# error feedback carried into the next epoch
+        self.dead_s, self.silent = dead_s, set()	# uids found silent while forming
+        self.beats = self.m.beat()
 
     @property
     def rank(self):
@@ -100,11 +113,15 @@ class Elastic:
         self.m.start(rank, world)
         self._enter()
 
-    def join(self):
-        """As a new process: wait to be admitted, then take the members' state."""
+    def join(self, stop=None):
+        """As a new process: wait to be admitted, then take the members'
+        state. Return False, not admitted, once stop() says so."""
         self.fresh = True
-        self.m.join()
+        if self.m.join(stop) is None:
+            self.m.stop_beat()
+            return False
         self._enter()
+        return True
 
     def _enter(self):
         """Connect the epoch's context and heal; a member lost on the way
@@ -129,8 +146,41 @@ class Elastic:
 
     def _connect(self):
         set_fn, get_fn = c10d_store_fns(self.store, f"{self.job}/ctx/e{self.epoch}")
-        self.ctx = _lib.Context.create(self.lib, self.rank, self.world, set_fn, get_fn)
+        self.ctx = _lib.Context.create(self.lib, self.rank, self.world, set_fn,
+                                       self._watching(get_fn))
         self.log(f"epoch {self.epoch}: rank {self.rank} of {self.world}")
+
+    def _watching(self, get_fn):
+        """get_fn, but a wait for a member's key (the library's keys end in
+        the rank that publishes them) gives up once that member's heartbeat
+        has been still for dead_s: it is gone (self.silent), and the
+        library reports the key as never published."""
+        if not self.beats:
+            return get_fn
+        members = list(self.m.members)
+
+        def get(key, timeout_ms):
+            tail = key.rsplit("/", 1)[-1]
+            who = int(tail) if tail.isdigit() and int(tail) < len(members) else self.rank
+            if who == self.rank:
+                return get_fn(key, timeout_ms)
+            t0 = time.monotonic()
+            watch, end, said = self.m.watch(members[who]), t0 + timeout_ms / 1000, False
+            while True:
+                left = end - time.monotonic()
+                v = get_fn(key, max(1, int(min(left, self.WATCH_S) * 1000)))
+                if v is not None or left <= self.WATCH_S:
+                    return v
+                if not said and time.monotonic() - t0 > 1.0:
+                    said = True
+                    self.log(f"epoch {self.epoch}: rank {self.rank} waits for rank {who}'s "
+                             f"{key.rsplit('/', 2)[-2]} ({members[who]})")
+                if watch.silent() >= self.dead_s:
+                    self.silent.add(members[who])
+                    self.log(f"epoch {self.epoch}: rank {who} ({members[who]}) has sent no "
+                             f"heartbeat for {self.dead_s:g} s: gone")
+                    return None
+        return get
 
     def _close(self):
         """Close the context, keeping what its residuals owe (self.owed)."""
@@ -212,12 +262,14 @@ class Elastic:
         raise RuntimeError(f"gradwire elastic: no epoch formed in {tries} tries")
 
     def _gone(self, err):
-        """The uid of the rank an error names (gone or revoked), if any."""
+        """The uid of the rank an error names (gone or revoked), if any, and
+        those found silent while the epoch formed."""
+        gone, self.silent = self.silent, set()
         hit = re.search(r"rank (\d+) (?:is gone|revoked)", str(err)) or \
             re.search(r"rank (\d+)", str(err))
         if hit and int(hit.group(1)) < self.world and int(hit.group(1)) != self.rank:
-            return {self.m.members[int(hit.group(1))]}
-        return set()
+            gone.add(self.m.members[int(hit.group(1))])
+        return gone
 
     # -- one step ------------------------------------------------------------
     def _reduce(self):
@@ -267,3 +319,4 @@ class Elastic:
 
     def close(self):
         self._close()
+        self.m.stop_beat()

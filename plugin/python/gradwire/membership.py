@@ -29,11 +29,24 @@ context fails) leaves it out; a joiner that arrives during a failure is in
 whichever decision comes after its registration; a member that asked too
 late finds itself outside the decision (NotAMember) and joins again.
 Fewer than min_size members is an error on each of them (BelowFloor).
+
+Heartbeats, under "<job>/m/hb/<uid>": each process adds 1 every HEARTBEAT_S
+from a thread of its own, over a store client of its own (beat()). A
+process waiting for another to connect to an epoch's context reads that
+counter (watch()): one that has not moved for a while is gone (killed
+after it was decided, before it connected), and the epoch is re-formed
+without it rather than waiting out the library's timeout.
 """
+import datetime
 import json
+import threading
 import time
 
-__all__ = ["Membership", "NotAMember", "BelowFloor"]
+from .store import poll_get, tcp_store
+
+__all__ = ["Membership", "NotAMember", "BelowFloor", "HEARTBEAT_S"]
+
+HEARTBEAT_S = 0.25
 
 
 class NotAMember(RuntimeError):
@@ -55,11 +68,13 @@ class Membership:
     TCPStore has."""
 
     POLL_S = 0.02
+    JOIN_POLL_S = 0.25	# a joiner's longest wait in one store call
 
     def __init__(self, store, uid, job="gw", settle_s=2.0, min_size=1, timeout_s=60.0):
         self.store, self.uid, self.job = store, str(uid), job
         self.settle_s, self.min_size, self.timeout_s = settle_s, min_size, timeout_s
         self.epoch, self.members, self.joined = -1, [], 0
+        self._stop_beat = None
 
     @property
     def rank(self):
@@ -94,6 +109,39 @@ class Membership:
         members = [_text(self.store.get(self._key("init", r))) for r in range(world)]
         return self._decide(0, members, 0)
 
+    def beat(self):
+        """Start this process's heartbeat (once). The thread has a store
+        client of its own (a TCPStore at the store's host and port),
+        so it never waits behind a call of the main thread. Return whether
+        it beats: False over a store without host and port."""
+        if self._stop_beat is not None:
+            return True
+        host, port = getattr(self.store, "host", None), getattr(self.store, "port", None)
+        if host is None or port is None:
+            return False
+        client = tcp_store(host, port, is_master=False,
+                           timeout=datetime.timedelta(seconds=self.timeout_s))
+        key, stop = self._key("hb", self.uid), threading.Event()
+        client.add(key, 1)
+
+        def run():
+            while not stop.wait(HEARTBEAT_S):
+                try:
+                    client.add(key, 1)
+                except RuntimeError:	# the store is gone: nothing to tell
+                    return
+        threading.Thread(target=run, name="gradwire-heartbeat", daemon=True).start()
+        self._stop_beat = stop
+        return True
+
+    def stop_beat(self):
+        if self._stop_beat is not None:
+            self._stop_beat.set()
+
+    def watch(self, uid):
+        """A Watch on uid's heartbeat."""
+        return Watch(self.store, self._key("hb", uid))
+
     def _listed(self, counter, item, start=0):
         """The uids under counter's keys start + 1 .. its count."""
         n = int(self.store.add(counter, 0))
@@ -121,19 +169,23 @@ class Membership:
         new = [j for j in dict.fromkeys(joiners) if j not in old]
         return self._decide(nxt, stay + new, n)
 
-    def join(self):
+    def join(self, stop=None):
         """Wait, as a new process, to be admitted by a re-form (the members
         re-form when they see joiners waiting: pending_joiners()). Return
-        (epoch, members); TimeoutError after timeout_s."""
+        (epoch, members); None once stop() says so (a signal came); after
+        timeout_s, TimeoutError."""
         k = int(self.store.add(self._key("joiners"), 1))
         self.store.set(self._key("joiner", k), self.uid)
         deadline = time.monotonic() + self.timeout_s
         epoch = 0
         while time.monotonic() < deadline:
-            try:
-                won = json.loads(_text(self.store.get(self._key("decided", epoch))))
-            except RuntimeError:	# not decided within the store's timeout
+            if stop is not None and stop():
+                return None
+            # Short polls: the deadline holds, and a signal's handler runs.
+            got = poll_get(self.store, self._key("decided", epoch), self.JOIN_POLL_S)
+            if got is None:	# not decided yet
                 continue
+            won = json.loads(_text(got))
             if self.uid in won["members"]:
                 return self._adopt(epoch, won)
             epoch += 1
@@ -142,3 +194,18 @@ class Membership:
     def pending_joiners(self):
         """How many joiners wait beyond those this epoch considered."""
         return int(self.store.add(self._key("joiners"), 0)) - self.joined
+
+
+class Watch:
+    """One process's heartbeat as another sees it: silent() is how long its
+    counter has not moved, counted from the first look (a process that
+    never beat is silent from then on)."""
+
+    def __init__(self, store, key):
+        self.store, self.key, self.last, self.since = store, key, None, time.monotonic()
+
+    def silent(self):
+        v, now = int(self.store.add(self.key, 0)), time.monotonic()
+        if v != self.last:
+            self.last, self.since = v, now
+        return now - self.since

@@ -23,6 +23,31 @@ import datetime
 import os
 import signal
 import sys
+import time
+
+# A value no caller stores: compare_set()'s answer for a key not set yet.
+ABSENT = "\0gradwire: absent\0"
+POLL_MAX_S = 0.02
+
+
+def poll_get(store, key, timeout_s):
+    """The value of key (bytes) once a process has set it in the c10d store,
+    or None after timeout_s. It polls with compare_set(key, ABSENT, ABSENT),
+    which answers at once and creates nothing, rather than wait(keys,
+    timeout): a TCPStore client whose wait() timed out is out of step with
+    its server (the answer comes later, to the next call; torch 1.13 then
+    fails every call on that client with "Socket Timeout"), and one client
+    serves a process's whole job."""
+    end, pause = time.monotonic() + timeout_s, 0.001
+    while True:
+        v = store.compare_set(key, ABSENT, ABSENT)
+        if v != ABSENT.encode():
+            return v
+        left = end - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(pause, left))
+        pause = min(2 * pause, POLL_MAX_S)
 
 
 def tcp_store(host, port, **kw):

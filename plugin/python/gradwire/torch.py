@@ -90,6 +90,7 @@ import torch
 import torch.distributed as dist
 
 from . import lib as _lib
+from .store import poll_get
 
 __all__ = ["State", "hook", "zero_hook", "FsdpState", "fsdp_hook", "c10d_store_fns",
            "group_timeout_ms", "libuv_missing", "owed"]
@@ -109,11 +110,11 @@ MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (coll/coll.h), less
 def c10d_store_fns(store, prefix):
     """(set_fn, get_fn) for gradwire.lib.Context.create over a c10d store.
 
-    Keys live under prefix + "/" (dist.PrefixStore). get_fn waits with
-    store.wait(keys, timeout) (the c10d Store of torch 1.13 has no check()),
-    so a key that does not appear in time returns None (-ETIMEDOUT for the
-    library) instead of blocking for the store's own timeout; store.get()
-    then cannot block.
+    Keys live under prefix + "/" (dist.PrefixStore). get_fn polls
+    (gradwire.store.poll_get(): never store.wait() with a timeout, which
+    leaves a TCPStore client unusable once it expires), so a key that does
+    not appear in time returns None (-ETIMEDOUT for the library) instead of
+    blocking for the store's own timeout, and the store serves on.
     """
     pstore = dist.PrefixStore(prefix, store)
 
@@ -121,14 +122,7 @@ def c10d_store_fns(store, prefix):
         pstore.set(key, value)
 
     def get_fn(key, timeout_ms):
-        # c10d's wait() takes 0 as "no timeout": wait at least 1 ms.
-        try:
-            pstore.wait([key], datetime.timedelta(milliseconds=max(1, timeout_ms)))
-        except RuntimeError as e:
-            if "timeout" in str(e).lower():
-                return None
-            raise
-        return pstore.get(key)
+        return poll_get(pstore, key, max(1, timeout_ms) / 1000)
 
     return set_fn, get_fn
 
