@@ -145,6 +145,7 @@ def main():
     torch.set_num_threads(1)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    faulthandler.enable(all_threads=True)	# a crash prints every thread's stack
     faulthandler.register(signal.SIGUSR1, all_threads=True)	# where a stuck rank is
 
     def log(msg):

@@ -68,7 +68,7 @@ class Membership:
     TCPStore has."""
 
     POLL_S = 0.02
-    JOIN_POLL_S = 0.25	# a joiner's longest wait in one store call
+    JOIN_POLL_S = 0.25	# a waiting joiner looks at stop() this often
 
     def __init__(self, store, uid, job="gw", settle_s=2.0, min_size=1, timeout_s=60.0):
         self.store, self.uid, self.job = store, str(uid), job
