@@ -43,7 +43,8 @@ def store_fns():
     blob = bytes(range(256)) * 3
     set_fn("gw/a", blob)
     check(get_fn("gw/a", 1000) == blob, "binary value round-trips")
-    check(base.num_keys() == 1 and base.get("t/0/gw/a") == blob, "keys live under the prefix")
+    check(base.num_keys() == 2 and base.get("t/0/gw/a") == blob and
+          base.add("t/0/gw/a#set", 0) == 1, "keys (and their set marks) live under the prefix")
     t = time.monotonic()
     got = get_fn("gw/missing", 300)
     dt = time.monotonic() - t
@@ -123,8 +124,9 @@ def standalone_store():
         # A key not there in time leaves the client working (a timed-out
         # TCPStore wait() would not: torch 1.13 fails its next call).
         _, get_fn = c10d_store_fns(b, "t")
+        set_fn, _ = c10d_store_fns(a, "t")
         missing = get_fn("gw/late", 100)
-        a.set("t/gw/late", b"late")
+        set_fn("gw/late", b"late")
         check(missing is None and get_fn("gw/late", 1000) == b"late" and b.get("k") == b"from a",
               "a get that timed out over a TCPStore client: that client still works")
         code = (f"import os, signal, sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"

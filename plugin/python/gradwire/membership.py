@@ -42,7 +42,7 @@ import json
 import threading
 import time
 
-from .store import poll_get, tcp_store
+from .store import poll_get, set_marked, tcp_store
 
 __all__ = ["Membership", "NotAMember", "BelowFloor", "HEARTBEAT_S"]
 
@@ -89,7 +89,7 @@ class Membership:
         won = _text(self.store.compare_set(self._key("epoch", epoch), "", want))
         # Published again with set(): a waiting get() is woken by set()
         # but, in torch 1.13's TCPStore, not by compare_set().
-        self.store.set(self._key("decided", epoch), won)
+        set_marked(self.store, self._key("decided", epoch), won)
         return self._adopt(epoch, json.loads(won))
 
     def _adopt(self, epoch, won):

@@ -25,24 +25,31 @@ import signal
 import sys
 import time
 
-# A value no caller stores: compare_set()'s answer for a key not set yet.
-ABSENT = "\0gradwire: absent\0"
+# Beside each key that poll_get() waits for, a counter its writer adds to
+# after the set (set_marked()).
+SET_MARK = "#set"
 POLL_MAX_S = 0.02
 
 
+def set_marked(store, key, value):
+    """store.set(key, value), then mark it set for poll_get()."""
+    store.set(key, value)
+    store.add(key + SET_MARK, 1)
+
+
 def poll_get(store, key, timeout_s):
-    """The value of key (bytes) once a process has set it in the c10d store,
-    or None after timeout_s. It polls with compare_set(key, ABSENT, ABSENT),
-    which answers at once and creates nothing, rather than wait(keys,
-    timeout): a TCPStore client whose wait() timed out is out of step with
-    its server (the answer comes later, to the next call; torch 1.13 then
-    fails every call on that client with "Socket Timeout"), and one client
-    serves a process's whole job."""
+    """The value of key (bytes) once a process has set it with set_marked(),
+    or None after timeout_s. It polls the key's mark with add(mark, 0),
+    which answers at once, and then gets the key. Not wait(keys, timeout):
+    a TCPStore client whose wait() timed out is out of step with its server
+    (the answer comes later, to the next call; torch 1.13 then fails every
+    call on that client with "Socket Timeout"), and one client serves a
+    process's whole job. Not compare_set() either: called often beside
+    another Python thread, it crashed torch 1.13 (SIGSEGV)."""
     end, pause = time.monotonic() + timeout_s, 0.001
     while True:
-        v = store.compare_set(key, ABSENT, ABSENT)
-        if v != ABSENT.encode():
-            return v
+        if int(store.add(key + SET_MARK, 0)) > 0:
+            return store.get(key)
         left = end - time.monotonic()
         if left <= 0:
             return None

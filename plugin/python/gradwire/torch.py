@@ -90,7 +90,7 @@ import torch
 import torch.distributed as dist
 
 from . import lib as _lib
-from .store import poll_get
+from .store import poll_get, set_marked
 
 __all__ = ["State", "hook", "zero_hook", "FsdpState", "fsdp_hook", "c10d_store_fns",
            "group_timeout_ms", "libuv_missing", "owed"]
@@ -110,16 +110,17 @@ MAX_LOSSY = 1021    # gradwire's 1024 allreduce streams (coll/coll.h), less
 def c10d_store_fns(store, prefix):
     """(set_fn, get_fn) for gradwire.lib.Context.create over a c10d store.
 
-    Keys live under prefix + "/" (dist.PrefixStore). get_fn polls
-    (gradwire.store.poll_get(): never store.wait() with a timeout, which
-    leaves a TCPStore client unusable once it expires), so a key that does
+    Keys live under prefix + "/" (dist.PrefixStore), each with a mark that
+    set_fn adds and get_fn polls (gradwire.store.poll_get(): never
+    store.wait() with a timeout, which leaves a TCPStore client unusable
+    once it expires), so a key that does
     not appear in time returns None (-ETIMEDOUT for the library) instead of
     blocking for the store's own timeout, and the store serves on.
     """
     pstore = dist.PrefixStore(prefix, store)
 
     def set_fn(key, value):
-        pstore.set(key, value)
+        set_marked(pstore, key, value)
 
     def get_fn(key, timeout_ms):
         return poll_get(pstore, key, max(1, timeout_ms) / 1000)
