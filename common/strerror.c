@@ -19,6 +19,8 @@ const char *gw_strerror(int err)
 		return "authentication failed (MAC mismatch or different keys)";
 	case -ENOPROTOOPT:
 		return "no common codec";
+	case -ESTALE:
+		return "a frame of another membership epoch (refused)";
 	default:
 		return err < 0 ? strerror(-err) : "not an error code";
 	}

@@ -14,7 +14,7 @@ static const enum gw_mac_alg algs[] = { GW_MAC_NONE, GW_MAC_HMAC_SHA256, GW_MAC_
 static ssize_t make(struct gw_mac *m, enum gw_mac_alg alg, uint8_t *f, size_t cap, uint32_t slot,
 		    uint64_t seq, size_t len)
 {
-	struct gw_frame_hdr h = { GW_FRAME_TENSOR, GW_FRAME_F_LOSSY, slot, seq, len };
+	struct gw_frame_hdr h = { GW_FRAME_TENSOR, GW_FRAME_F_LOSSY, slot, seq, len, 7 };
 
 	for (size_t i = 0; i < len; i++)
 		f[GW_FRAME_HDR + i] = (uint8_t)(i ^ seq);
@@ -41,6 +41,7 @@ static void test_round_trip(void)
 		CU_ASSERT_EQUAL(h.kind, GW_FRAME_TENSOR);
 		CU_ASSERT_EQUAL(h.flags, GW_FRAME_F_LOSSY);
 		CU_ASSERT_EQUAL(h.len, 100);
+		CU_ASSERT_EQUAL(h.epoch, 7);
 		CU_ASSERT_PTR_EQUAL(body, f + GW_FRAME_HDR);
 		CU_ASSERT_EQUAL(make(m, algs[a], f, (size_t)len - 1, 3, 9, 100), -ENOSPC);
 		gw_mac_destroy(m);
@@ -84,8 +85,9 @@ static void test_rejects(void)
 			g[24] ^= 1; /* body length lies */
 			CU_ASSERT_EQUAL(gw_frame_open(m, 0, g, len, 1, 41, &h, &body), -EBADMSG);
 			memcpy(g, f, len);
-			g[13] = 1; /* reserved */
-			CU_ASSERT_EQUAL(gw_frame_open(m, 0, g, len, 1, 41, &h, &body), -EBADMSG);
+			g[13] = 1; /* the epoch: returned for the caller to compare */
+			CU_ASSERT_EQUAL(gw_frame_open(m, 0, g, len, 1, 41, &h, &body), 0);
+			CU_ASSERT_EQUAL(h.epoch, 7 + 256);
 			continue;
 		}
 		/* With a MAC, every single bit flip anywhere is caught. */

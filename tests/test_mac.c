@@ -180,6 +180,37 @@ static void test_key_file(void)
 	rmdir(dir);
 }
 
+/* Keys per membership epoch: the base in the epoch the link was born in,
+ * another key in every later epoch, the same on both ends. */
+static void test_epoch_keys(void)
+{
+	static const uint8_t base[GW_MAC_KEY_LEN] = "the base key of a link, 32 bytes";
+	struct iovec iov = { (void *)"frame", 5 };
+
+	for (int a = GW_MAC_HMAC_SHA256; a <= GW_MAC_GMAC_AES256; a++) {
+		uint8_t t[4][GW_MAC_TAG_MAX];
+		struct gw_mac *m;
+
+		for (uint32_t e = 0; e < 4; e++) {
+			CU_ASSERT_EQUAL_FATAL(
+				gw_mac_create_epoch((enum gw_mac_alg)a, base, 1, e + 1, &m), 0);
+			CU_ASSERT_EQUAL(gw_mac_sign(m, 0, 9, &iov, 1, t[e]), 0);
+			gw_mac_destroy(m);
+		}
+		CU_ASSERT_EQUAL_FATAL(gw_mac_create((enum gw_mac_alg)a, base, &m), 0);
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 0, 9, &iov, 1, t[0]), 0); /* born: the base */
+		for (int e = 1; e < 4; e++) {
+			CU_ASSERT_NOT_EQUAL(gw_mac_verify(m, 0, 9, &iov, 1, t[e]), 0);
+			for (int f = 0; f < e; f++)
+				CU_ASSERT_NOT_EQUAL(memcmp(t[e], t[f], gw_mac_tag_len(a)), 0);
+		}
+		gw_mac_destroy(m);
+		CU_ASSERT_EQUAL_FATAL(gw_mac_create_epoch((enum gw_mac_alg)a, base, 1, 3, &m), 0);
+		CU_ASSERT_EQUAL(gw_mac_verify(m, 0, 9, &iov, 1, t[2]), 0); /* reproducible */
+		gw_mac_destroy(m);
+	}
+}
+
 int main(void)
 {
 	static CU_TestInfo tests[] = {
@@ -189,6 +220,7 @@ int main(void)
 		{ "algorithm names", test_names },
 		{ "HKDF-SHA256 RFC 5869 vector", test_hkdf_rfc5869 },
 		{ "key files: permissions, size", test_key_file },
+		{ "keys per membership epoch", test_epoch_keys },
 		CU_TEST_INFO_NULL,
 	};
 	for (size_t i = 0; i < sizeof(data); i++)

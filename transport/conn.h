@@ -144,6 +144,31 @@ struct gw_ctx_req {
  */
 int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_store *st,
 		  struct gw_ctx **out, char *err, size_t errlen);
+/**
+ * gw_ctx_reform() - move a context to the members of a new epoch, which the
+ * caller decided (the core does not choose who is in; every member passes
+ * the same epoch, size and old[]).
+ * @pctx: this rank's context, or a pointer to NULL for a process new to the
+ *        job (then old[rank] is -1, and a context is created in epoch).
+ * @epoch: after the context's (gw_ctx_epoch()).
+ * @rank, @size: this rank's place in the new set.
+ * @old: size entries, each new rank's rank in the context's last epoch, or
+ *       -1 for a newcomer; each old rank at most once.
+ * @st: the store, under a job prefix (cfg->tp.job) of this epoch's own.
+ * Links between two members of the last epoch keep their negotiation
+ * (codec, MAC algorithm) without a handshake, under keys derived for the
+ * epoch; links to newcomers are negotiated; ranks are renumbered densely;
+ * links to the departed close. Slots restart (sequence numbers at 0) and
+ * residuals are dropped: take what they owe first (gw_coll_residual_sum()).
+ * Frames of another epoch are refused (-ESTALE). A failure leaves *pctx in
+ * the new shape, fit only for another gw_ctx_reform() (a later epoch) or
+ * gw_ctx_destroy(). Return: 0, -EINVAL (err says which argument), or
+ * gw_ctx_create()'s errors.
+ */
+int gw_ctx_reform(struct gw_ctx **pctx, const struct gw_ctx_cfg *cfg, uint32_t epoch, int rank,
+		  int size, const int *old, struct gw_store *st, char *err, size_t errlen);
+/** gw_ctx_epoch() - the context's membership epoch (0 until re-formed). */
+uint32_t gw_ctx_epoch(const struct gw_ctx *ctx);
 /** gw_ctx_destroy() - accepts NULL; prints statistics when stats_out is set. */
 void gw_ctx_destroy(struct gw_ctx *ctx);
 

@@ -113,43 +113,50 @@ int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap, struct gw_tp
 
 /* ---- lifecycle ------------------------------------------------------------- */
 
-int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_store *st,
-		  struct gw_ctx **out, char *err, size_t errlen)
+int ctx_alloc(const struct gw_ctx_cfg *cfg, int rank, int size, uint32_t epoch, struct gw_ctx **out)
 {
-	const char *job = cfg->tp.job ? cfg->tp.job : "gw";
-	struct gw_tp_cfg tpc;
-	struct gw_ctx *ctx;
-	bool links;
-	int rc;
+	struct gw_ctx *ctx = calloc(1, sizeof(*ctx));
 
-	snprintf(err, errlen, "no error");
-	if (size < 1 || rank < 0 || rank >= size || !st || cfg->tp.timeout_ms <= 0) {
-		snprintf(err, errlen, "invalid rank %d / size %d / timeout", rank, size);
-		return -EINVAL;
-	}
-	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	ctx->rank = rank;
-	ctx->failed_peer = -1;
 	ctx->size = size;
+	ctx->epoch = epoch;
+	ctx->failed_peer = -1;
 	ctx->timeout_ms = cfg->tp.timeout_ms;
 	ctx->log_level = cfg->tp.log_level;
 	ctx->min_compress_bytes = cfg->min_compress_bytes;
 	gw_codec_init(&ctx->none, gw_codec_find("none"));
-	rc = -ENOMEM;
-	ctx->conns = calloc((size_t)size, sizeof(*ctx->conns));
+	*out = ctx;
+	if (ctx_conns_alloc(size, &ctx->conns) || gw_rstore_create(&ctx->rs))
+		return -ENOMEM; /* the caller destroys the shell */
 	ctx->host = calloc((size_t)size, sizeof(*ctx->host));
-	if (!ctx->conns || !ctx->host)
-		goto err_free;
+	return ctx->host ? 0 : -ENOMEM;
+}
+
+int ctx_conns_alloc(int size, struct conn **out)
+{
+	struct conn *conns = calloc((size_t)size, sizeof(*conns));
+
+	*out = conns;
+	if (!conns)
+		return -ENOMEM;
 	for (int p = 0; p < size; p++) {
-		ctx->conns[p].peer = p;
-		if (gw_map_init(&ctx->conns[p].slots))
-			goto err_free;
+		conns[p].peer = p;
+		if (gw_map_init(&conns[p].slots))
+			return -ENOMEM; /* gw_map_fini() takes the zeroed rest */
 	}
-	rc = gw_rstore_create(&ctx->rs);
-	if (rc)
-		goto err_free;
+	return 0;
+}
+
+int ctx_open(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st, char *err,
+	     size_t errlen)
+{
+	const char *job = cfg->tp.job ? cfg->tp.job : "gw";
+	struct gw_tp_cfg tpc;
+	bool links;
+	int rc;
+
 	/* Host ids before the endpoints when they pick each peer's provider;
 	 * else after, as a host whose store learns a peer's host id only with
 	 * its address needs (the Gloo device, plugin/gloo/rendezvous.cc). */
@@ -158,13 +165,13 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 		rc = ctx_hosts(ctx, cfg, st, job, err, errlen);
 		if (rc) {
 			ctx_log(ctx, GW_LOG_ERROR, "%s", err);
-			goto err_free;
+			return rc;
 		}
 	}
 	tpc = cfg->tp;
 	tpc.hosts = links ? ctx->host : NULL;
 	err[0] = 0; /* gw_tp_create() may say why itself */
-	rc = gw_tp_create(&tpc, rank, size, st, &ctx->tp, err, errlen);
+	rc = gw_tp_create(&tpc, ctx->rank, ctx->size, st, &ctx->tp, err, errlen);
 	if (rc) {
 		if (err[0]) /* not logged yet */
 			ctx_log(ctx, GW_LOG_ERROR, "transport: %s", err);
@@ -185,7 +192,7 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 				 tpc.iface ? tpc.iface : "default interface", gw_strerror(rc),
 				 hint[0] ? "; " : "", hint);
 		}
-		goto err_free;
+		return rc;
 	}
 	if (!links)
 		rc = ctx_hosts(ctx, cfg, st, job, err, errlen);
@@ -193,17 +200,61 @@ int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_st
 		rc = ctx_handshake(ctx, cfg, err, errlen);
 	if (rc) {
 		ctx_log(ctx, GW_LOG_ERROR, "%s", err);
-		goto err_free;
+		return rc;
 	}
 	/* Every peer on this host has sent to this rank over shm in the
 	 * handshake, so it has mapped this rank's region: the region's name can
 	 * go, and a rank killed from now on leaves no 16 MiB file in /dev/shm. */
 	gw_tp_shm_unname(ctx->tp);
+	return 0;
+}
+
+int gw_ctx_create(const struct gw_ctx_cfg *cfg, int rank, int size, struct gw_store *st,
+		  struct gw_ctx **out, char *err, size_t errlen)
+{
+	struct gw_ctx *ctx = NULL;
+	int rc;
+
+	snprintf(err, errlen, "no error");
+	if (size < 1 || rank < 0 || rank >= size || !st || cfg->tp.timeout_ms <= 0) {
+		snprintf(err, errlen, "invalid rank %d / size %d / timeout", rank, size);
+		return -EINVAL;
+	}
+	rc = ctx_alloc(cfg, rank, size, 0, &ctx);
+	if (!rc)
+		rc = ctx_open(ctx, cfg, st, err, errlen);
+	if (rc) {
+		gw_ctx_destroy(ctx);
+		return rc;
+	}
 	*out = ctx;
 	return 0;
-err_free:
-	gw_ctx_destroy(ctx);
-	return rc;
+}
+
+void ctx_buffers_free(struct gw_ctx *ctx)
+{
+	for (int p = 0; ctx->conns && p < ctx->size; p++) {
+		struct conn *c = &ctx->conns[p];
+
+		for (size_t i = 0; i < c->slots.cap; i++)
+			if (c->slots.e[i].val)
+				slot_free(ctx, c->slots.e[i].val);
+		gw_map_fini(&c->slots);
+	}
+	for (unsigned i = 0; i < ctx->npool; i++) {
+		gw_tp_mr_dereg(ctx->tp, ctx->pool[i].mr);
+		free(ctx->pool[i].buf);
+	}
+	ctx->npool = 0;
+}
+
+void ctx_conn_fini(struct conn *c)
+{
+	gw_mac_destroy(c->tx);
+	gw_mac_destroy(c->rx);
+	c->tx = c->rx = NULL;
+	OPENSSL_cleanse(&c->hs, sizeof(c->hs));
+	c->ready = false;
 }
 
 void gw_ctx_destroy(struct gw_ctx *ctx)
@@ -216,21 +267,9 @@ void gw_ctx_destroy(struct gw_ctx *ctx)
 	 * receive still posted (a caller that never waited, a peer's late
 	 * frame) would land in freed memory. */
 	gw_tp_quiesce(ctx->tp);
-	for (int p = 0; ctx->conns && p < ctx->size; p++) {
-		struct conn *c = &ctx->conns[p];
-
-		for (size_t i = 0; i < c->slots.cap; i++)
-			if (c->slots.e[i].val)
-				slot_free(ctx, c->slots.e[i].val);
-		gw_map_fini(&c->slots);
-		gw_mac_destroy(c->tx);
-		gw_mac_destroy(c->rx);
-		OPENSSL_cleanse(&c->hs, sizeof(c->hs));
-	}
-	for (unsigned i = 0; i < ctx->npool; i++) {
-		gw_tp_mr_dereg(ctx->tp, ctx->pool[i].mr);
-		free(ctx->pool[i].buf);
-	}
+	ctx_buffers_free(ctx);
+	for (int p = 0; ctx->conns && p < ctx->size; p++)
+		ctx_conn_fini(&ctx->conns[p]);
 	gw_tp_destroy(ctx->tp); /* after the buffers' registrations went */
 	gw_rstore_destroy(ctx->rs);
 	free(ctx->conns);

@@ -201,7 +201,7 @@ static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err, 
 	for (int p = 0; p < ctx->size && !rc; p++) {
 		struct hs_peer *x = &hp[p];
 
-		if (p == ctx->rank)
+		if (p == ctx->rank || ctx->conns[p].ready)
 			continue;
 		peer_of[nreq] = p;
 		rc = gw_tp_irecv_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
@@ -292,9 +292,11 @@ static void hs_decide(struct gw_ctx *ctx, int p, struct hs_peer *x, const uint8_
 		snprintf(x->err, sizeof(x->err), "the HELLO from rank %d says it is rank %u", p,
 			 x->peer.rank);
 	} else {
+		ctx_conn_fini(c); /* an earlier try's, in an epoch that did not form */
 		x->rc = gw_hs_decide(&x->me, x->hello_out, x->hello_out_len, &x->peer, x->hello_in,
 				     (size_t)x->hello_in_len, psk, &c->hs, x->err, sizeof(x->err));
 	}
+	c->born = ctx->epoch;
 	if (!x->rc && c->hs.mac &&
 	    (gw_mac_create(c->hs.mac, c->hs.key_send, &c->tx) ||
 	     gw_mac_create(c->hs.mac, c->hs.key_recv, &c->rx))) {
@@ -380,36 +382,47 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, s
 
 	/* Host ids (ctx_hosts()) decide which codec list each peer gets. */
 	for (int p = 0; p < ctx->size && !rc; p++)
-		if (p != ctx->rank)
+		if (p != ctx->rank && !ctx->conns[p].ready)
 			rc = hello_for(cfg, &base, ctx->host[p] == host, &hp[p], err, errlen);
 	if (!rc)
 		rc = hs_round(ctx, hp, 0, err, errlen);
 	if (rc)
 		goto out;
 	for (int p = 0; p < ctx->size; p++)
-		if (p != ctx->rank)
+		if (p != ctx->rank && !ctx->conns[p].ready)
 			hs_decide(ctx, p, &hp[p], has_key ? psk : NULL);
 	rc = hs_round(ctx, hp, 1, err, errlen);
-	for (int p = 0; p < ctx->size && !rc; p++) {
+	/* Each connection whose FINISHED came is ready, whatever happened with
+	 * the others: both ends of a pair then agree on which links a later
+	 * gw_ctx_reform() keeps. The first failure is this call's. */
+	for (int p = 0; p < ctx->size; p++) {
 		struct hs_peer *x = &hp[p];
 		struct conn *c = &ctx->conns[p];
+		char why[400];
+		int prc;
 
-		if (p == ctx->rank)
+		if (p == ctx->rank || c->ready || x->fin_in_len <= 0)
 			continue;
 		if (x->rc) { /* our own refusal; the peer reports the same */
-			rc = x->rc;
-			snprintf(err, errlen, "%s", x->err);
-			break;
+			prc = x->rc;
+			snprintf(why, sizeof(why), "%s", x->err);
+		} else {
+			prc = gw_hs_finished_check(&c->hs, x->fin_in, (size_t)x->fin_in_len, why,
+						   sizeof(why));
+			if (prc == -EBADMSG)
+				snprintf(why, sizeof(why), "rank %d sent a malformed FINISHED", p);
 		}
-		rc = gw_hs_finished_check(&c->hs, x->fin_in, (size_t)x->fin_in_len, err, errlen);
-		if (rc == -EBADMSG)
-			snprintf(err, errlen, "rank %d sent a malformed FINISHED", p);
-		if (!rc && c->hs.fell_back) /* gw_hs_decide()'s warning, both lists */
+		c->ready = !prc;
+		if (prc && !rc) {
+			rc = prc;
+			snprintf(err, errlen, "%s", why);
+		}
+		if (prc)
+			continue;
+		if (c->hs.fell_back) /* gw_hs_decide()'s warning, both lists */
 			ctx_log(ctx, GW_LOG_WARN, "%s", x->err);
-		if (!rc)
-			ctx_log(ctx, GW_LOG_INFO, "rank %d: codec %s%s, MAC %s", p,
-				c->hs.codec.ops->name, c->hs.fell_back ? " (fallback)" : "",
-				gw_mac_alg_name(c->hs.mac));
+		ctx_log(ctx, GW_LOG_INFO, "rank %d: codec %s%s, MAC %s", p, c->hs.codec.ops->name,
+			c->hs.fell_back ? " (fallback)" : "", gw_mac_alg_name(c->hs.mac));
 	}
 out:
 	free(hp);

@@ -50,10 +50,13 @@ struct conn {
 	struct gw_conn_stats st;
 	struct gw_ctx_flow flow; /* auto: what arrived since the last take */
 	unsigned chosen;	 /* auto: the last choice, codec id + 1 (0: none yet) */
+	bool ready;		 /* negotiated: hs, tx and rx hold */
+	uint32_t born;		 /* the epoch its handshake ran in (its keys': mac.h) */
 };
 
 struct gw_ctx {
 	int rank, size;
+	uint32_t epoch; /* membership epoch (gw_ctx_reform()); every frame carries it */
 	int timeout_ms, log_level;
 	uint64_t min_compress_bytes;
 	struct gw_tp *tp;
@@ -91,14 +94,32 @@ int ctx_buf_reserve(struct gw_ctx *ctx, uint8_t **buf, size_t *cap, struct gw_tp
 int ctx_req_begin(struct gw_ctx *ctx, int peer, uint32_t slot, const void *buf, uint64_t n,
 		  struct gw_ctx_req *r, struct conn_slot **cs);
 
+/* The parts of gw_ctx_create() that gw_ctx_reform() shares. A shell: rank,
+ * size, epoch, no connection negotiated yet (the caller destroys it on
+ * failure). */
+int ctx_alloc(const struct gw_ctx_cfg *cfg, int rank, int size, uint32_t epoch,
+	      struct gw_ctx **out);
+/* size connections, none negotiated; on failure *out is for the caller to
+ * free (gw_map_fini() on each, then free()). */
+int ctx_conns_alloc(int size, struct conn **out);
+/* Host ids, the transport, and the handshake with every peer whose
+ * connection is not ready. err: why, logged. */
+int ctx_open(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st, char *err,
+	     size_t errlen);
+/* Free every slot (their maps too) and the pool, deregistering from ctx->tp. */
+void ctx_buffers_free(struct gw_ctx *ctx);
+/* Forget c's negotiation: MACs, keys (wiped). */
+void ctx_conn_fini(struct conn *c);
+
 /* ctx_connect.c */
 /* Every rank's host id through the store (ctx->host); before the
  * transport opens when it picks each peer's link (ctx.c). err: why, naming
  * the peer. */
 int ctx_hosts(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, struct gw_store *st,
 	      const char *job, char *err, size_t errlen);
-/* HELLO and FINISHED with every peer (after ctx_hosts() and the transport);
- * fills ctx->conns[p].hs and the MAC contexts. err: why, naming the peer. */
+/* HELLO and FINISHED with every peer whose connection is not ready (after
+ * ctx_hosts() and the transport); fills ctx->conns[p].hs and the MAC
+ * contexts and marks it ready. err: why, naming the peer. */
 int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, size_t errlen);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "../common/bytes.h"
 #include "ctx_impl.h"
 #include "frame.h"
 #include "residual_store.h"
@@ -151,6 +152,37 @@ int gw_ctx_irecv_frame(struct gw_ctx *ctx, int peer, uint32_t slot, size_t cap,
 	return rc;
 }
 
+/*
+ * A frame whose MAC failed: one of another epoch of this link, sealed under
+ * that epoch's keys (as its header claims, which the MAC then proves)? The
+ * sender then lives in the past (a frame it sent before a re-form, or a
+ * replay), and the refusal says so. Only epochs of this link's life.
+ */
+static bool stale(const struct gw_ctx *ctx, const struct conn *c, const uint8_t *f, size_t flen,
+		  uint32_t slot, uint32_t seq, struct gw_frame_hdr *h)
+{
+	uint32_t claim = flen >= GW_FRAME_HDR ? gw_get32(f + 12) : ctx->epoch;
+	struct gw_mac *m;
+	const uint8_t *body;
+	bool yes;
+
+	if (claim == ctx->epoch || claim < c->born || claim > ctx->epoch ||
+	    gw_mac_create_epoch(c->hs.mac, c->hs.key_recv, c->born, claim, &m))
+		return false;
+	yes = !gw_frame_open(m, c->hs.mac, f, flen, slot, seq, h, &body);
+	gw_mac_destroy(m);
+	return yes;
+}
+
+static const char *stale_why(const struct gw_ctx *ctx, uint32_t epoch)
+{
+	static _Thread_local char why[96];
+
+	snprintf(why, sizeof(why), "a frame of epoch %u; this context is in epoch %u", epoch,
+		 ctx->epoch);
+	return why;
+}
+
 /* Authenticate, check and deliver a received frame of flen bytes in cs
  * (a direct receive: its headers in cs->rbuf, the values already in dst). */
 static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, struct conn_slot *cs, size_t flen)
@@ -168,9 +200,14 @@ static int deliver(struct gw_ctx *ctx, struct gw_ctx_req *r, struct conn_slot *c
 	if (r->direct && flen != GW_FRAME_HDR + GW_PAYLOAD_HDR + r->n * sizeof(float))
 		goto reject;
 	rc = gw_frame_open(c->rx, c->hs.mac, cs->rbuf, flen, cs->slot, r->seq, &h, &body);
+	if (rc == -EKEYREJECTED && stale(ctx, c, cs->rbuf, flen, cs->slot, r->seq, &h))
+		rc = -ESTALE;
+	else if (!rc && h.epoch != ctx->epoch)
+		rc = -ESTALE;
 	if (rc) {
 		why = rc == -EKEYREJECTED ? "its MAC does not verify"
 		      : rc == -EPROTO	  ? "wrong slot or sequence number"
+		      : rc == -ESTALE	  ? stale_why(ctx, h.epoch)
 					  : "malformed header";
 		goto reject;
 	}

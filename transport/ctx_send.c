@@ -44,7 +44,7 @@ static int post_frame(struct gw_ctx *ctx, struct conn_slot *cs, uint8_t kind, ui
 		      size_t body, struct gw_ctx_req *r)
 {
 	struct conn *c = cs->c;
-	struct gw_frame_hdr h = { kind, flags, cs->slot, cs->send_seq, body };
+	struct gw_frame_hdr h = { kind, flags, cs->slot, cs->send_seq, body, ctx->epoch };
 	ssize_t flen = gw_frame_seal(c->tx, c->hs.mac, &h, cs->sbuf, cs->scap);
 	int rc;
 
@@ -65,7 +65,7 @@ static int post_gathered(struct gw_ctx *ctx, struct conn_slot *cs, const float *
 			 struct gw_ctx_req *r)
 {
 	struct conn *c = cs->c;
-	struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, cs->slot, cs->send_seq, 0 };
+	struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, cs->slot, cs->send_seq, 0, ctx->epoch };
 	size_t tag = gw_mac_tag_len(c->hs.mac), head;
 	struct iovec iov[3];
 	ssize_t len;
@@ -262,7 +262,7 @@ int gw_ctx_isend_fwd(struct gw_ctx *ctx, int peer, uint32_t slot, const struct g
 ssize_t gw_ctx_seal(struct gw_ctx *ctx, int peer, uint8_t kind, uint8_t flags, uint32_t slot,
 		    uint32_t seq, const void *body, size_t len, uint8_t *out, size_t cap)
 {
-	struct gw_frame_hdr h = { kind, flags, slot, seq, len };
+	struct gw_frame_hdr h = { kind, flags, slot, seq, len, ctx->epoch };
 	struct conn *c;
 
 	if (peer < 0 || peer >= ctx->size || peer == ctx->rank || cap < GW_FRAME_HDR ||

@@ -5,7 +5,7 @@
  * Opening trusts nothing. The tag sits at the end of what arrived and its
  * length follows from the connection's algorithm, not from the frame, so the
  * MAC is checked before any header field is believed; only then are magic,
- * version, kind, flags, reserved bits, the body length (must equal what
+ * version, kind, flags, the body length (must equal what
  * arrived) and the expected slot and sequence number checked.
  */
 #include <errno.h>
@@ -35,7 +35,7 @@ int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_f
 	head[6] = (uint8_t)alg;
 	head[7] = h->flags;
 	gw_put32(head + 8, h->slot);
-	gw_put32(head + 12, 0);
+	gw_put32(head + 12, h->epoch);
 	gw_put64(head + 16, h->seq);
 	gw_put64(head + 24, h->len);
 	return m ? gw_mac_sign(m, h->seq, h->slot, iov, tail_len ? 2 : 1, tag) : 0;
@@ -82,9 +82,9 @@ int gw_frame_open(struct gw_mac *m, enum gw_mac_alg alg, const uint8_t *frame, s
 	h->slot = gw_get32(frame + 8);
 	h->seq = gw_get64(frame + 16);
 	h->len = gw_get64(frame + 24);
+	h->epoch = gw_get32(frame + 12);
 	if ((h->kind != GW_FRAME_TENSOR && h->kind != GW_FRAME_BYTES) || frame[6] != (uint8_t)alg ||
-	    (h->flags & ~GW_FRAME_F_LOSSY) || gw_get32(frame + 12) != 0 ||
-	    h->len != len - GW_FRAME_HDR - tag)
+	    (h->flags & ~GW_FRAME_F_LOSSY) || h->len != len - GW_FRAME_HDR - tag)
 		return -EBADMSG;
 	if (h->slot != want_slot || h->seq != want_seq)
 		return -EPROTO;

@@ -4,7 +4,7 @@
  *
  *  0         4      5      6      7      8          12         16
  *  +---------+------+------+------+------+----------+----------+
- *  | "GWF1"  | ver  | kind | mac  | flags| slot u32 | rsvd = 0 |
+ *  | "GWF1"  | ver  | kind | mac  | flags| slot u32 | epoch u32|
  *  +---------+------+------+------+------+----------+----------+
  * 16                  24                  32
  *  | seq u64          | body length u64  | body ... | tag |
@@ -15,6 +15,8 @@
  * the tag (gw_mac_tag_len(mac) bytes, none when off) covers the sequence
  * number, the header and the body, under the sending direction's session key.
  * flags: bit 0 LOSSY (the sender allowed a lossy codec); others reserved 0.
+ * epoch: the sender's membership epoch (gw_ctx_reform(); 0 for a context
+ * never re-formed). Opening returns it; the receiver refuses another epoch's.
  *
  * The receiver knows which (slot, seq) it posted for and which MAC the
  * connection uses; it verifies the tag FIRST, then every header field.
@@ -43,7 +45,8 @@ struct gw_frame_hdr {
 	uint8_t flags;
 	uint32_t slot;
 	uint64_t seq;
-	uint64_t len; /* body bytes */
+	uint64_t len;	/* body bytes */
+	uint32_t epoch; /* the sender's membership epoch */
 };
 
 /** gw_frame_bound() - frame bytes for a body of body_len under alg. */
@@ -72,7 +75,8 @@ int gw_frame_seal_split(struct gw_mac *m, enum gw_mac_alg alg, const struct gw_f
  * gw_frame_open() - authenticate and parse a hostile frame of len bytes.
  * @m, @alg: the receiving direction's MAC and the connection's algorithm.
  * @want_slot, @want_seq: what this receive was posted for.
- * On success h is filled and *body points into frame. Without a MAC only
+ * On success h is filled (h->epoch as sent: the caller compares it with
+ * its own) and *body points into frame. Without a MAC only
  * frame[0..GW_FRAME_HDR) is read, so a frame received scattered (its
  * header apart from its body) is opened from the header with len the
  * whole frame's length.

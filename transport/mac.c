@@ -210,6 +210,23 @@ out:
 	return rc;
 }
 
+int gw_mac_create_epoch(enum gw_mac_alg alg, const uint8_t base[GW_MAC_KEY_LEN], uint32_t born,
+			uint32_t epoch, struct gw_mac **out)
+{
+	uint8_t info[18] = "gradwire epoch", key[GW_MAC_KEY_LEN];
+	int rc;
+
+	if (epoch == born)
+		return gw_mac_create(alg, base, out);
+	for (int i = 0; i < 4; i++)
+		info[14 + i] = (uint8_t)(epoch >> (8 * i));
+	rc = gw_hkdf(base, GW_MAC_KEY_LEN, NULL, 0, info, sizeof(info), key, sizeof(key));
+	if (!rc)
+		rc = gw_mac_create(alg, key, out);
+	OPENSSL_cleanse(key, sizeof(key));
+	return rc;
+}
+
 int gw_key_file_load(const char *path, uint8_t key[GW_MAC_KEY_LEN])
 {
 	uint8_t buf[4097];

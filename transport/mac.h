@@ -75,6 +75,16 @@ int gw_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt
 	    const void *info, size_t info_len, uint8_t *out, size_t out_len);
 
 /**
+ * gw_mac_create_epoch() - gw_mac_create() with a connection's key for a
+ * membership epoch: base, the handshake's key, in the epoch the handshake
+ * ran in (born); HKDF(base, "gradwire epoch" || epoch) in every later one,
+ * so that sequence numbers, which restart in each epoch, never repeat under
+ * one key, and no frame verifies in another epoch than its own.
+ */
+int gw_mac_create_epoch(enum gw_mac_alg alg, const uint8_t base[GW_MAC_KEY_LEN], uint32_t born,
+			uint32_t epoch, struct gw_mac **out);
+
+/**
  * gw_key_file_load() - read a pre-shared key from path.
  * The file must be a regular file that neither group nor others can read or
  * write; its contents (16 to 4096 bytes, trailing newline stripped) are

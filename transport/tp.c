@@ -319,6 +319,13 @@ void gw_tp_quiesce(struct gw_tp *tp)
 	tp->closed = true;
 }
 
+void gw_tp_abandon(struct gw_tp *tp)
+{
+	for (int p = 0; tp && p < tp->size; p++)
+		tp->peer_failed[p] = true; /* no goodbye to wait for */
+	gw_tp_quiesce(tp);
+}
+
 void gw_tp_destroy(struct gw_tp *tp)
 {
 	if (!tp)

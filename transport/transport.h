@@ -194,6 +194,13 @@ void gw_tp_destroy(struct gw_tp *tp);
  */
 void gw_tp_quiesce(struct gw_tp *tp);
 
+/**
+ * gw_tp_abandon() - gw_tp_quiesce() without the goodbye: for a context whose
+ * traffic is given up (a membership change), so that no peer, the dead
+ * included, is waited for. Accepts NULL.
+ */
+void gw_tp_abandon(struct gw_tp *tp);
+
 int gw_tp_rank(const struct gw_tp *tp);
 int gw_tp_size(const struct gw_tp *tp);
 /** gw_tp_provider() - name of the provider in use ("tcp;ofi_rxm"), or of

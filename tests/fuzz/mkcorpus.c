@@ -373,7 +373,7 @@ static void seed_frames(void)
 		if (alg && gw_mac_create((enum gw_mac_alg)alg, key, &m))
 			abort();
 		for (size_t len = 0; len <= 64; len += 32) {
-			struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, 5, 9, len };
+			struct gw_frame_hdr h = { GW_FRAME_TENSOR, 0, 5, 9, len, 0 };
 			uint32_t slot = 5, seq = 9;
 			ssize_t fl;
 
