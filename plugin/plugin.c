@@ -35,7 +35,8 @@ _Static_assert((int)GRADWIRE_SUM == (int)GW_COLL_SUM && (int)GRADWIRE_AVG == (in
 
 struct gradwire_context {
 	struct gw_ctx *ctx;
-	struct gw_coll *coll;
+	struct gw_coll *coll; /* NULL after a context_reform() that failed */
+	char why[512];	      /* ...and why it failed */
 	struct gw_store *file_st; /* context_create_file() */
 	struct gw_store host_st;  /* context_create(): adapter to host */
 	struct gradwire_store host;
@@ -100,6 +101,18 @@ static void context_free(struct gradwire_context *g)
 	free(g);
 }
 
+/* The collectives over g->ctx, with the configuration's settings. */
+static int coll_open(struct gradwire_context *g, const struct gw_config *cfg)
+{
+	int rc = gw_coll_create(g->ctx, &g->coll);
+
+	if (rc)
+		return rc;
+	gw_coll_set_segment(g->coll, cfg->segment_bytes);
+	gw_coll_set_algo(g->coll, (enum gw_coll_algo)cfg->algo);
+	return 0;
+}
+
 /* Connect g over st with the loaded configuration; frees g on failure. */
 static int context_open(struct gradwire_context *g, int rank, int size, struct gw_store *st,
 			struct gradwire_context **out, char *err, size_t errlen)
@@ -126,13 +139,11 @@ static int context_open(struct gradwire_context *g, int rank, int size, struct g
 		say(err, errlen, "%s", buf);
 		goto err_count;
 	}
-	rc = gw_coll_create(g->ctx, &g->coll);
+	rc = coll_open(g, &cfg);
 	if (rc) {
 		say(err, errlen, "gradwire: collectives: %s", gw_strerror(rc));
 		goto err_count;
 	}
-	gw_coll_set_segment(g->coll, cfg.segment_bytes);
-	gw_coll_set_algo(g->coll, (enum gw_coll_algo)cfg.algo);
 	*out = g;
 	return 0;
 
@@ -153,6 +164,23 @@ static bool bad_group(int rank, int size, char *err, size_t errlen)
 	return true;
 }
 
+/* Copy the host's store into g (a newer host's struct may be longer: what
+ * this version knows), behind g->host_st. */
+static int host_store(struct gradwire_context *g, const struct gradwire_store *store, char *err,
+		      size_t errlen)
+{
+	if (!store || store->size < offsetof(struct gradwire_store, arg) + sizeof(store->arg) ||
+	    !store->set || !store->get) {
+		say(err, errlen, "gradwire: no store, or one without set/get");
+		return -EINVAL;
+	}
+	memset(&g->host, 0, sizeof(g->host));
+	memcpy(&g->host, store, store->size < sizeof(g->host) ? store->size : sizeof(g->host));
+	g->host.size = sizeof(g->host);
+	gw_store_host(&g->host_st, &g->host);
+	return 0;
+}
+
 static int plugin_context_create(int rank, int size, const struct gradwire_store *store,
 				 struct gradwire_context **out, char *err, size_t errlen)
 {
@@ -160,19 +188,64 @@ static int plugin_context_create(int rank, int size, const struct gradwire_store
 
 	if (!out || bad_group(rank, size, err, errlen))
 		return -EINVAL;
-	if (!store || store->size < offsetof(struct gradwire_store, arg) + sizeof(store->arg) ||
-	    !store->set || !store->get) {
-		say(err, errlen, "gradwire: no store, or one without set/get");
-		return -EINVAL;
-	}
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	/* A newer host's struct may be longer: copy what this version knows. */
-	memcpy(&g->host, store, store->size < sizeof(g->host) ? store->size : sizeof(g->host));
-	g->host.size = sizeof(g->host);
-	gw_store_host(&g->host_st, &g->host);
+	if (host_store(g, store, err, errlen)) {
+		free(g);
+		return -EINVAL;
+	}
 	return context_open(g, rank, size, &g->host_st, out, err, errlen);
+}
+
+static int plugin_context_reform(struct gradwire_context **pg, uint32_t epoch, int rank, int size,
+				 const int *old_rank, const struct gradwire_store *store, char *err,
+				 size_t errlen)
+{
+	struct gradwire_context *g;
+	struct gw_config cfg;
+	struct gw_ctx_cfg cc;
+	bool ok, fresh;
+	int rc;
+
+	if (!pg || !old_rank || bad_group(rank, size, err, errlen))
+		return -EINVAL;
+	fresh = !*pg;
+	pthread_mutex_lock(&lock);
+	ok = loaded;
+	if (ok) {
+		cfg = config;
+		open_contexts += fresh;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!ok) {
+		say(err, errlen, "gradwire: init() was not called");
+		return -EINVAL;
+	}
+	g = fresh ? calloc(1, sizeof(*g)) : *pg;
+	if (!g) {
+		pthread_mutex_lock(&lock);
+		open_contexts--;
+		pthread_mutex_unlock(&lock);
+		return -ENOMEM;
+	}
+	*pg = g;
+	gw_coll_destroy(g->coll);
+	g->coll = NULL;
+	rc = host_store(g, store, g->why, sizeof(g->why));
+	gw_store_destroy(g->file_st); /* a file store's context goes on over store */
+	g->file_st = NULL;
+	gw_config_ctx(&cfg, &cc);
+	if (!rc)
+		rc = gw_ctx_reform(&g->ctx, &cc, epoch, rank, size, old_rank, &g->host_st, g->why,
+				   sizeof(g->why));
+	if (!rc && fresh && cfg.stats)
+		gw_ctx_stats_at_exit(g->ctx, stderr);
+	if (!rc && (rc = coll_open(g, &cfg)))
+		snprintf(g->why, sizeof(g->why), "gradwire: collectives: %s", gw_strerror(rc));
+	if (rc)
+		say(err, errlen, "%s", g->why);
+	return rc;
 }
 
 static int plugin_context_create_file(int rank, int size, const char *dir,
@@ -205,6 +278,12 @@ static void plugin_context_destroy(struct gradwire_context *g)
 	pthread_mutex_unlock(&lock);
 }
 
+/* After a context_reform() that failed: only another, or destroy. */
+static bool unformed(const struct gradwire_context *g)
+{
+	return g && !g->coll;
+}
+
 static bool bad_peer(const struct gradwire_context *g, int peer)
 {
 	return !g || peer < 0 || peer >= gw_ctx_size(g->ctx) || peer == gw_ctx_rank(g->ctx);
@@ -213,6 +292,8 @@ static bool bad_peer(const struct gradwire_context *g, int peer)
 static int plugin_send(struct gradwire_context *g, int peer, uint32_t slot, const float *x,
 		       uint64_t n, unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	struct gw_ctx_req r;
 	int rc;
 
@@ -226,6 +307,8 @@ static int plugin_send(struct gradwire_context *g, int peer, uint32_t slot, cons
 static int plugin_recv(struct gradwire_context *g, int peer, uint32_t slot, float *y, uint64_t n,
 		       unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	struct gw_ctx_req r;
 	int rc;
 
@@ -239,6 +322,8 @@ static int plugin_recv(struct gradwire_context *g, int peer, uint32_t slot, floa
 static int plugin_send_bytes(struct gradwire_context *g, int peer, uint32_t slot, const void *buf,
 			     size_t len)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	struct gw_ctx_req r;
 	int rc;
 
@@ -251,6 +336,8 @@ static int plugin_send_bytes(struct gradwire_context *g, int peer, uint32_t slot
 static int plugin_recv_bytes(struct gradwire_context *g, int peer, uint32_t slot, void *buf,
 			     size_t len)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	struct gw_ctx_req r;
 	int rc;
 
@@ -270,6 +357,8 @@ static bool bad_reduce(const void *handle, const float *buf, uint64_t n, int op,
 static int plugin_allreduce(struct gradwire_context *g, float *buf, uint64_t n, int op,
 			    unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
 	return gw_coll_allreduce(g->coll, buf, n, (enum gw_coll_op)op, flags);
@@ -278,6 +367,8 @@ static int plugin_allreduce(struct gradwire_context *g, float *buf, uint64_t n, 
 static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id, float *buf, uint64_t n,
 			       int op, unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
 	return gw_coll_allreduce_id(g->coll, id, buf, n, (enum gw_coll_op)op, flags);
@@ -286,6 +377,8 @@ static int plugin_allreduce_id(struct gradwire_context *g, uint32_t id, float *b
 static int plugin_reduce_scatter(struct gradwire_context *g, uint32_t id, float *buf, uint64_t n,
 				 int op, unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
 	return gw_coll_reduce_scatter_id(g->coll, id, buf, n, (enum gw_coll_op)op, flags);
@@ -294,6 +387,8 @@ static int plugin_reduce_scatter(struct gradwire_context *g, uint32_t id, float 
 static int plugin_allgather_f32(struct gradwire_context *g, uint32_t id, float *buf, uint64_t n,
 				unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (bad_reduce(g, buf, n, GRADWIRE_SUM, flags))
 		return -EINVAL;
 	return gw_coll_allgather_f32(g->coll, id, buf, n, flags);
@@ -302,6 +397,8 @@ static int plugin_allgather_f32(struct gradwire_context *g, uint32_t id, float *
 static int plugin_reduce_scatter_counts(struct gradwire_context *g, uint32_t id, float *buf,
 					uint64_t n, const uint64_t *counts, int op, unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (bad_reduce(g, buf, n, op, flags))
 		return -EINVAL;
 	return gw_coll_reduce_scatter_counts(g->coll, id, buf, n, counts, (enum gw_coll_op)op,
@@ -311,6 +408,8 @@ static int plugin_reduce_scatter_counts(struct gradwire_context *g, uint32_t id,
 static int plugin_allgather_f32_counts(struct gradwire_context *g, uint32_t id, float *buf,
 				       uint64_t n, const uint64_t *counts, unsigned flags)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (bad_reduce(g, buf, n, GRADWIRE_SUM, flags))
 		return -EINVAL;
 	return gw_coll_allgather_f32_counts(g->coll, id, buf, n, counts, flags);
@@ -319,6 +418,8 @@ static int plugin_allgather_f32_counts(struct gradwire_context *g, uint32_t id, 
 /* A struct gradwire_queue is a struct gw_queue: the host only holds it. */
 static int plugin_queue_create(struct gradwire_context *g, struct gradwire_queue **out)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (!g || !out)
 		return -EINVAL;
 	return gw_queue_create(g->coll, (struct gw_queue **)out);
@@ -354,24 +455,30 @@ static const char *plugin_error(struct gradwire_context *g)
 
 	if (!g)
 		return NULL;
+	if (unformed(g))
+		return g->why;
 	e = gw_coll_error(g->coll);
 	return e ? e : gw_tp_revoked(gw_ctx_tp(g->ctx));
 }
 
 static void plugin_revoke(struct gradwire_context *g, const char *reason)
 {
-	if (g)
+	if (g && !unformed(g))
 		gw_tp_revoke(gw_ctx_tp(g->ctx), reason);
 }
 
 static int plugin_residual_sum(struct gradwire_context *g, uint32_t id, float *out, uint64_t n)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	return g ? gw_coll_residual_sum(g->coll, id, out, n) : -EINVAL;
 }
 
 static int plugin_allgather(struct gradwire_context *g, const void *send, void *recv,
 			    size_t bytes_per_rank)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (!g || ((!send || !recv) && bytes_per_rank))
 		return -EINVAL;
 	return gw_coll_allgather(g->coll, send, recv, bytes_per_rank);
@@ -379,6 +486,8 @@ static int plugin_allgather(struct gradwire_context *g, const void *send, void *
 
 static int plugin_broadcast(struct gradwire_context *g, int root, void *buf, size_t bytes)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	if (!g || root < 0 || root >= gw_ctx_size(g->ctx) || (!buf && bytes))
 		return -EINVAL;
 	return gw_coll_broadcast(g->coll, root, buf, bytes);
@@ -386,6 +495,8 @@ static int plugin_broadcast(struct gradwire_context *g, int root, void *buf, siz
 
 static int plugin_barrier(struct gradwire_context *g)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	return g ? gw_coll_barrier(g->coll) : -EINVAL;
 }
 
@@ -394,6 +505,8 @@ _Static_assert(sizeof(struct gradwire_stats) == 320, "struct gradwire_stats chan
 
 static int plugin_stats(struct gradwire_context *g, int peer, struct gradwire_stats *out)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	struct gw_conn_stats s;
 	int rc;
 
@@ -426,17 +539,21 @@ static int plugin_stats(struct gradwire_context *g, int peer, struct gradwire_st
 
 static int plugin_residuals_save(struct gradwire_context *g, const char *path)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	return g && path ? gw_ctx_residuals_save(g->ctx, path) : -EINVAL;
 }
 
 static int plugin_residuals_load(struct gradwire_context *g, const char *path)
 {
+	if (unformed(g))
+		return -ENOTCONN;
 	return g && path ? gw_ctx_residuals_load(g->ctx, path) : -EINVAL;
 }
 
 static void plugin_residuals_reset(struct gradwire_context *g)
 {
-	if (g)
+	if (g && !unformed(g))
 		gw_ctx_residuals_reset(g->ctx);
 }
 
@@ -474,4 +591,5 @@ GW_API const struct gradwire_plugin_v1 gradwire_plugin_v1 = {
 	.allgather_f32_counts = plugin_allgather_f32_counts,
 	.revoke = plugin_revoke,
 	.residual_sum = plugin_residual_sum,
+	.context_reform = plugin_context_reform,
 };

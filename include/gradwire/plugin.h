@@ -348,6 +348,25 @@ struct gradwire_plugin_v1 {
 	 * -ENOSPC for a tensor that shares a stream (after 1,024 others).
 	 */
 	int (*residual_sum)(struct gradwire_context *ctx, uint32_t id, float *out, uint64_t n);
+
+	/**
+	 * @context_reform: move *ctx to the members of a new epoch, which the
+	 * caller decided (as NCCL's shrink and grow: gradwire does not choose
+	 * who is in). Every member passes the same epoch, size and old_rank:
+	 * for each new rank, its rank in the context's last epoch, or -1 for
+	 * a process new to the job, which passes *ctx == NULL and gets a
+	 * context. epoch comes after the context's; store is this epoch's own
+	 * (keys apart from every other epoch's). Links between members of the
+	 * last epoch keep their codec and MAC algorithm without a handshake,
+	 * under keys derived for the epoch; frames of another epoch are
+	 * refused. Collectives start afresh and residuals are dropped: take
+	 * residual_sum() first. Destroy the context's queues first. On
+	 * failure *ctx (a new one too) takes only another context_reform(),
+	 * error() (why) and context_destroy(); other calls return -ENOTCONN.
+	 */
+	int (*context_reform)(struct gradwire_context **ctx, uint32_t epoch, int rank, int size,
+			      const int *old_rank, const struct gradwire_store *store, char *err,
+			      size_t errlen);
 };
 
 /* queue_submit(): tickets waiting or running at once, at most. */

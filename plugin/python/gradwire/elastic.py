@@ -90,6 +90,7 @@ class Elastic:
                             min_size=min_size)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.ctx, self.step, self.reforms = None, 0, 0
+        self.shape = []	# the members (uids) of the context's last epoch
         self.fresh = False	# a joiner not yet in a formed epoch
         self.owed = None	# error feedback carried into the next epoch
         self.dead_s, self.silent = dead_s, set()	# uids found silent while forming
@@ -145,10 +146,21 @@ class Elastic:
             raise Refused(f"gradwire elastic: the members refuse this joiner: {e}") from e
 
     def _connect(self):
+        """Re-form the context over the epoch's members (context_reform):
+        links between members of its last epoch stay, newcomers connect. A
+        process without one comes in new; a failure leaves the context in
+        this epoch's shape, for the next re-form."""
         set_fn, get_fn = c10d_store_fns(self.store, f"{self.job}/ctx/e{self.epoch}")
-        self.ctx = _lib.Context.create(self.lib, self.rank, self.world, set_fn,
-                                       self._watching(get_fn))
-        self.log(f"epoch {self.epoch}: rank {self.rank} of {self.world}")
+        members = list(self.m.members)
+        if self.ctx is None:
+            self.ctx, self.shape = _lib.Context.newcomer(self.lib), []
+        old = [self.shape.index(u) if u in self.shape else -1 for u in members]
+        self.shape = members
+        self.ctx.reform(self.epoch, self.rank, self.world, old, set_fn,
+                        self._watching(get_fn))
+        kept = sum(1 for r, o in enumerate(old) if o >= 0 and r != self.rank)
+        self.log(f"epoch {self.epoch}: rank {self.rank} of {self.world}"
+                 f"{f', {kept} links kept' if kept else ''}")
 
     def _watching(self, get_fn):
         """get_fn, but a wait for a member's key (the library's keys end in
@@ -182,20 +194,27 @@ class Elastic:
                     return None
         return get
 
+    def _owe(self):
+        """Keep what the context's residuals owe (self.owed): a re-form
+        drops them."""
+        if self.ctx is None or not self.lossy:
+            return
+        try:
+            v = owed(self.ctx, GRAD_ID, sum(p.numel() for p in self.params))
+        except _lib.GradwireError as e:	# residuals of another shape
+            if e.code != -errno.ENOTCONN:	# not formed: nothing owed
+                self.log(f"residuals not carried: {e}")
+        else:	# zeros: no lossy call in this epoch (nothing owed)
+            if v.any():
+                self.owed = v if self.owed is None else self.owed + v
+
     def _close(self):
-        """Close the context, keeping what its residuals owe (self.owed)."""
+        """Close the context, keeping what its residuals owe."""
         if self.ctx is None:
             return
-        if self.lossy:
-            try:
-                v = owed(self.ctx, GRAD_ID, sum(p.numel() for p in self.params))
-            except _lib.GradwireError as e:	# residuals of another shape
-                self.log(f"residuals not carried: {e}")
-            else:	# zeros: no lossy call in this epoch (nothing owed)
-                if v.any():
-                    self.owed = v if self.owed is None else self.owed + v
+        self._owe()
         self.ctx.close()
-        self.ctx = None
+        self.ctx, self.shape = None, []
 
     def _state_bytes(self):
         buf = io.BytesIO()
@@ -244,11 +263,12 @@ class Elastic:
         without that one. A member left out (it asked too late) joins."""
         gone = set(gone)
         for _ in range(tries):
-            self._close()
+            self._owe()
             try:
                 self.m.reform(gone)
             except NotAMember as e:
                 self.log(f"{e}: joining")
+                self._close()	# it comes in new
                 self.m.join()
             self.reforms += 1
             try:

@@ -99,6 +99,9 @@ class PluginV1(ctypes.Structure):
                                     ctypes.POINTER(_u64), ctypes.c_uint)),
         ("revoke", _F(None, _ctx_p, _cp)),
         ("residual_sum", _F(_i, _ctx_p, _u32, _fp, _u64)),
+        ("context_reform", _F(_i, ctypes.POINTER(_ctx_p), _u32, _i, _i,
+                              ctypes.POINTER(ctypes.c_int), ctypes.POINTER(Store),
+                              _cp, _sz)),
     ]
 
 
@@ -246,6 +249,44 @@ def _counts_arg(n, size, counts):
     return (_u64 * size)(*_check_counts(n, size, counts))
 
 
+def _host_store(set_fn, get_fn):
+    """struct gradwire_store over two Python functions, what must stay
+    referenced while the library may call them, and the list their
+    exceptions go to."""
+    failure = []
+
+    def c_set(_arg, key, val, n):
+        try:
+            set_fn(key.decode(), ctypes.string_at(val, n))
+            return 0
+        except Exception as e:  # noqa: BLE001 (report, never unwind into C)
+            failure.append(f"store set {key.decode()!r}: {e}")
+            return -errno.EIO
+
+    def c_get(_arg, key, buf, cap, timeout_ms):
+        try:
+            v = get_fn(key.decode(), max(0, timeout_ms))
+            if v is None:
+                return -errno.ETIMEDOUT
+            if len(v) > cap:
+                return -errno.ENOSPC
+            ctypes.memmove(buf, v, len(v))
+            return len(v)
+        except Exception as e:  # noqa: BLE001
+            failure.append(f"store get {key.decode()!r}: {e}")
+            return -errno.EIO
+
+    cset, cget = STORE_SET(c_set), STORE_GET(c_get)
+    return Store(ctypes.sizeof(Store), cset, cget, None), (cset, cget), failure
+
+
+def _say_failures(rc, err, failure):
+    """Add what the store's functions raised to the library's message."""
+    if rc < 0 and failure:
+        err.value = (err.value.decode(errors="replace") + " [" +
+                     "; ".join(failure) + "]").encode()[:511]
+
+
 class Context:
     """A gradwire context (struct gradwire_context *): connections + collectives."""
 
@@ -261,41 +302,41 @@ class Context:
             not appear in time.
         Exceptions become -EIO for the library, which then fails the call.
         """
-        failure = []
-
-        def c_set(_arg, key, val, n):
-            try:
-                set_fn(key.decode(), ctypes.string_at(val, n))
-                return 0
-            except Exception as e:  # noqa: BLE001 (report, never unwind into C)
-                failure.append(f"store set {key.decode()!r}: {e}")
-                return -errno.EIO
-
-        def c_get(_arg, key, buf, cap, timeout_ms):
-            try:
-                v = get_fn(key.decode(), max(0, timeout_ms))
-                if v is None:
-                    return -errno.ETIMEDOUT
-                if len(v) > cap:
-                    return -errno.ENOSPC
-                ctypes.memmove(buf, v, len(v))
-                return len(v)
-            except Exception as e:  # noqa: BLE001
-                failure.append(f"store get {key.decode()!r}: {e}")
-                return -errno.EIO
-
         lib.init()
-        cset, cget = STORE_SET(c_set), STORE_GET(c_get)  # alive during the call
-        store = Store(ctypes.sizeof(Store), cset, cget, None)
+        store, keep, failure = _host_store(set_fn, get_fn)
         out = _ctx_p()
         err = ctypes.create_string_buffer(512)
         rc = lib.t.context_create(rank, size, ctypes.byref(store), ctypes.byref(out),
                                   err, len(err))
-        if rc < 0 and failure:
-            err.value = (err.value.decode(errors="replace") + " [" +
-                         "; ".join(failure) + "]").encode()[:511]
+        _say_failures(rc, err, failure)
+        del keep
         lib.check("context_create", rc, err)
         return cls(lib, out, rank, size)
+
+    def reform(self, epoch, rank, size, old_ranks, set_fn, get_fn):
+        """context_reform(): move this context to the members of epoch
+        (rank of size; old_ranks[r], new rank r's rank in the last epoch,
+        or -1 for a process new to the job), over a store of the epoch's
+        own (set_fn/get_fn as in create()). A process new to the job calls
+        it on Context.newcomer(lib). On failure (GradwireError) the context
+        takes only another reform() or close()."""
+        lib = self.lib
+        store, keep, failure = _host_store(set_fn, get_fn)
+        h = self.h if self.h else _ctx_p()
+        old = (ctypes.c_int * size)(*old_ranks)
+        err = ctypes.create_string_buffer(512)
+        rc = lib.t.context_reform(ctypes.byref(h), epoch, rank, size, old,
+                                  ctypes.byref(store), err, len(err))
+        self.h, self.rank, self.size = h, rank, size
+        _say_failures(rc, err, failure)
+        del keep
+        lib.check(f"context_reform to epoch {epoch}", rc, err)
+
+    @classmethod
+    def newcomer(cls, lib):
+        """A context not formed yet, for reform() by a process new to the job."""
+        lib.init()
+        return cls(lib, None, -1, 0)
 
     @classmethod
     def create_file(cls, lib, rank, size, folder):
