@@ -35,8 +35,8 @@ _Static_assert((int)GRADWIRE_SUM == (int)GW_COLL_SUM && (int)GRADWIRE_AVG == (in
 
 struct gradwire_context {
 	struct gw_ctx *ctx;
-	struct gw_coll *coll; /* NULL after a context_reform() that failed */
-	char why[512];	      /* ...and why it failed */
+	struct gw_coll *coll;	  /* NULL after a context_reform() that failed */
+	char why[512];		  /* ...and why it failed */
 	struct gw_store *file_st; /* context_create_file() */
 	struct gw_store host_st;  /* context_create(): adapter to host */
 	struct gradwire_store host;
