@@ -22,6 +22,7 @@
 #include "tp_harness.h"
 #include "coll.h"
 #include "conn.h"
+#include "fi_load.h"
 #include "frame.h"
 
 #define N 1000
@@ -191,6 +192,10 @@ static int body(int proc, int nproc, const char *dir, void *arg)
 		return rc;
 	gw_ctx_destroy(ctx);
 	gw_store_destroy(st);
+	if (gw_fi_info_held()) { /* every epoch's transport let its lists go */
+		fprintf(stderr, "process %d: %d fi_info lists held\n", proc, gw_fi_info_held());
+		return 34;
+	}
 	return 0;
 }
 
