@@ -333,7 +333,8 @@ struct gradwire_plugin_v1 {
 	 * later call fails with -ECONNABORTED. A failed collective revokes by
 	 * itself (unless a peer's death ended it: every rank sees that). Safe
 	 * from any thread, e.g. while a queue runs; not beside
-	 * context_destroy(). Later calls do nothing.
+	 * context_destroy() or context_reform(). Later calls do nothing (in
+	 * this epoch: a re-formed context starts unrevoked).
 	 */
 	void (*revoke)(struct gradwire_context *ctx, const char *reason);
 
