@@ -10,7 +10,7 @@
  *                               kept (born in epoch 0 or 1), re-ordered.
  *
  * Each formed epoch runs an exact allreduce (the sum of its members' data,
- * bit for bit) and a lossy one; the MAC off, then required.
+ * bit for bit) and a lossy one; the MAC off, then required, then over shm.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,12 +30,13 @@
 
 struct epoch_arg {
 	char key[96]; /* "" : MAC off */
+	bool shm;     /* every link over shm (the main provider otherwise) */
 };
 
 static struct gw_ctx_cfg cfg_of(const struct epoch_arg *a, const char *job, int timeout_ms)
 {
-	struct tp_env env = { .provider = tp_net_provider(),
-			      .iface = "lo",
+	struct tp_env env = { .provider = a->shm ? "shm" : tp_net_provider(),
+			      .iface = a->shm ? NULL : "lo",
 			      .log_level = GW_LOG_ERROR,
 			      .timeout_ms = timeout_ms };
 	struct gw_ctx_cfg c = { .tp = tp_cfg(&env) };
@@ -213,7 +214,16 @@ static void run(struct epoch_arg *a)
 
 static void test_plain(void)
 {
-	struct epoch_arg a = { "" };
+	struct epoch_arg a = { "", false };
+
+	run(&a);
+}
+
+/* Over shm, whose regions lose their names once a context is connected:
+ * kept links over each epoch's new regions. */
+static void test_shm(void)
+{
+	struct epoch_arg a = { "", true };
 
 	run(&a);
 }
@@ -242,6 +252,7 @@ int main(void)
 		{ "leave, join, a failed epoch, re-order; old frames refused: MAC off",
 		  test_plain },
 		{ "the same with the MAC required (keys per epoch)", test_mac },
+		{ "the same over shm", test_shm },
 		CU_TEST_INFO_NULL,
 	};
 

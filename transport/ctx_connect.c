@@ -32,6 +32,9 @@
 #define HS_SLOT 0
 #define HS_SEQ_HELLO 0
 #define HS_SEQ_FINISHED 1
+#define HS_SEQ_EPOCH 2
+/* The MAC's slot word for an epoch's proof: never a frame's (< 2^28). */
+#define EPOCH_PROOF_SLOT UINT32_MAX
 
 uint64_t gw_ctx_host_id_of(const char *name)
 {
@@ -154,9 +157,12 @@ struct hs_peer {
 	size_t hello_out_len, fin_out_len;
 	ssize_t hello_in_len, fin_in_len; /* bytes, or -errno */
 	struct gw_hs_hello me, peer;
-	int rc; /* our decision for this peer */
+	int rc;	 /* our decision for this peer */
+	bool on; /* in the round under way */
 	char err[400];
 };
+
+static const char *const round_name[] = { "HELLO", "FINISHED", "EPOCH" };
 
 /*
  * Why the handshake with peer failed (rc), naming where it was looked for;
@@ -190,51 +196,122 @@ static void hs_fail(struct gw_ctx *ctx, int peer, const char *dir, const char *m
  * all of them under one deadline (everything posted is waited for, even
  * after an error, so no operation outlives its buffer).
  */
-static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, int fin, char *err, size_t errlen)
+static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, uint32_t seq, char *err,
+		    size_t errlen)
 {
-	uint32_t seq = fin ? HS_SEQ_FINISHED : HS_SEQ_HELLO;
 	struct gw_tp_req *reqs = calloc(2 * (size_t)ctx->size, sizeof(*reqs));
 	int *peer_of = calloc(2 * (size_t)ctx->size, sizeof(*peer_of));
+	bool hello = seq == HS_SEQ_HELLO;
 	size_t nreq = 0;
 	int rc = reqs && peer_of ? 0 : -ENOMEM;
 
 	for (int p = 0; p < ctx->size && !rc; p++) {
 		struct hs_peer *x = &hp[p];
 
-		if (p == ctx->rank || ctx->conns[p].ready)
+		if (!x->on)
 			continue;
 		peer_of[nreq] = p;
 		rc = gw_tp_irecv_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
-				      fin ? x->fin_in : x->hello_in,
-				      fin ? sizeof(x->fin_in) : sizeof(x->hello_in), &reqs[nreq]);
+				      hello ? x->hello_in : x->fin_in,
+				      hello ? sizeof(x->hello_in) : sizeof(x->fin_in), &reqs[nreq]);
 		if (rc)
 			break;
 		peer_of[++nreq] = p;
 		rc = gw_tp_isend_kind(ctx->tp, GW_TP_KIND_CTRL, p, HS_SLOT, seq,
-				      fin ? x->fin_out : x->hello_out,
-				      fin ? x->fin_out_len : x->hello_out_len, &reqs[nreq]);
+				      hello ? x->hello_out : x->fin_out,
+				      hello ? x->hello_out_len : x->fin_out_len, &reqs[nreq]);
 		if (rc)
 			break;
 		nreq++;
 	}
 	if (rc && reqs)
-		hs_fail(ctx, peer_of[nreq], "posting", fin ? "FINISHED" : "HELLO", rc, err, errlen);
+		hs_fail(ctx, peer_of[nreq], "posting", round_name[seq], rc, err, errlen);
 	if (nreq) {
 		int wrc = gw_tp_waitall(ctx->tp, reqs, nreq, ctx->timeout_ms);
 
 		for (size_t i = 0; i < nreq; i++) {
 			if (i % 2 == 0) /* receives: what arrived */
-				*(fin ? &hp[peer_of[i]].fin_in_len : &hp[peer_of[i]].hello_in_len) =
+				*(hello ? &hp[peer_of[i]].hello_in_len : &hp[peer_of[i]].fin_in_len) =
 					reqs[i].result;
 			if (!rc && wrc && reqs[i].result < 0) {
 				rc = (int)reqs[i].result;
 				hs_fail(ctx, peer_of[i], i % 2 ? "sending" : "receiving",
-					fin ? "FINISHED" : "HELLO", rc, err, errlen);
+					round_name[seq], rc, err, errlen);
 			}
 		}
 	}
 	free(reqs);
 	free(peer_of);
+	return rc;
+}
+
+/* What proves a kept link's epoch: the epoch, the sender's rank and the
+ * receiver's, under the epoch's key (as tag), or alone without a MAC. */
+static size_t proof_data(const struct gw_ctx *ctx, int from, int to, uint8_t *d)
+{
+	uint32_t v[3] = { ctx->epoch, (uint32_t)from, (uint32_t)to };
+
+	for (int i = 0; i < 3; i++)
+		for (int b = 0; b < 4; b++)
+			d[4 * i + b] = (uint8_t)(v[i] >> (8 * b));
+	return 12;
+}
+
+/*
+ * The links this context kept from its last epoch (gw_ctx_reform()) prove
+ * that both ends kept them, under the same keys, in one round: each sends
+ * the other its proof and checks the other's. A link that fails is
+ * forgotten on this end (and, as its proof failed there too, on the
+ * other), so the next re-form negotiates it. The round also has every kept
+ * peer send to this rank on the new transport before the shm region's name
+ * goes (ctx.c), as a newcomer's handshake does.
+ */
+static int epoch_round(struct gw_ctx *ctx, struct hs_peer *hp, char *err, size_t errlen)
+{
+	int rc;
+
+	for (int p = 0; p < ctx->size; p++) {
+		struct hs_peer *x = &hp[p];
+		struct conn *c = &ctx->conns[p];
+		uint8_t d[12];
+		struct iovec iov = { d, proof_data(ctx, ctx->rank, p, d) };
+
+		x->on = p != ctx->rank && c->ready;
+		if (!x->on)
+			continue;
+		memcpy(x->fin_out, d, iov.iov_len);
+		x->fin_out_len = iov.iov_len;
+		if (c->tx && !gw_mac_sign(c->tx, ctx->epoch, EPOCH_PROOF_SLOT, &iov, 1,
+					  x->fin_out + iov.iov_len))
+			x->fin_out_len += gw_mac_tag_len(c->hs.mac);
+	}
+	rc = hs_round(ctx, hp, HS_SEQ_EPOCH, err, errlen);
+	for (int p = 0; p < ctx->size; p++) {
+		struct hs_peer *x = &hp[p];
+		struct conn *c = &ctx->conns[p];
+		size_t tag = gw_mac_tag_len(c->hs.mac);
+		uint8_t d[12];
+		struct iovec iov = { d, proof_data(ctx, p, ctx->rank, d) };
+
+		if (!x->on)
+			continue;
+		x->on = false;
+		if (x->fin_in_len == (ssize_t)(iov.iov_len + tag) && !memcmp(x->fin_in, d, 12) &&
+		    (!c->rx || !gw_mac_verify(c->rx, ctx->epoch, EPOCH_PROOF_SLOT, &iov, 1,
+					      x->fin_in + iov.iov_len)))
+			continue;
+		ctx_conn_fini(c);
+		if (!rc) {
+			rc = -EKEYREJECTED;
+			snprintf(err, errlen,
+				 "rank %d did not prove the link of epoch %u that this rank kept "
+				 "(%s): a link negotiated on one end only; the next re-form "
+				 "negotiates it",
+				 p, ctx->epoch,
+				 x->fin_in_len < 0 ? gw_strerror((int)x->fin_in_len)
+						   : "another proof");
+		}
+	}
 	return rc;
 }
 
@@ -380,18 +457,23 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, s
 		goto out;
 	rc = 0;
 
+	/* Kept links first: a failure there ends the call (both ends forget
+	 * the link) before newcomers are waited for. */
+	rc = epoch_round(ctx, hp, err, errlen);
 	/* Host ids (ctx_hosts()) decide which codec list each peer gets. */
-	for (int p = 0; p < ctx->size && !rc; p++)
-		if (p != ctx->rank && !ctx->conns[p].ready)
+	for (int p = 0; p < ctx->size && !rc; p++) {
+		hp[p].on = p != ctx->rank && !ctx->conns[p].ready;
+		if (hp[p].on)
 			rc = hello_for(cfg, &base, ctx->host[p] == host, &hp[p], err, errlen);
+	}
 	if (!rc)
-		rc = hs_round(ctx, hp, 0, err, errlen);
+		rc = hs_round(ctx, hp, HS_SEQ_HELLO, err, errlen);
 	if (rc)
 		goto out;
 	for (int p = 0; p < ctx->size; p++)
-		if (p != ctx->rank && !ctx->conns[p].ready)
+		if (hp[p].on)
 			hs_decide(ctx, p, &hp[p], has_key ? psk : NULL);
-	rc = hs_round(ctx, hp, 1, err, errlen);
+	rc = hs_round(ctx, hp, HS_SEQ_FINISHED, err, errlen);
 	/* Each connection whose FINISHED came is ready, whatever happened with
 	 * the others: both ends of a pair then agree on which links a later
 	 * gw_ctx_reform() keeps. The first failure is this call's. */
@@ -401,7 +483,7 @@ int ctx_handshake(struct gw_ctx *ctx, const struct gw_ctx_cfg *cfg, char *err, s
 		char why[400];
 		int prc;
 
-		if (p == ctx->rank || c->ready || x->fin_in_len <= 0)
+		if (!x->on || x->fin_in_len <= 0)
 			continue;
 		if (x->rc) { /* our own refusal; the peer reports the same */
 			prc = x->rc;
