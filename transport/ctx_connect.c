@@ -196,8 +196,7 @@ static void hs_fail(struct gw_ctx *ctx, int peer, const char *dir, const char *m
  * all of them under one deadline (everything posted is waited for, even
  * after an error, so no operation outlives its buffer).
  */
-static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, uint32_t seq, char *err,
-		    size_t errlen)
+static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, uint32_t seq, char *err, size_t errlen)
 {
 	struct gw_tp_req *reqs = calloc(2 * (size_t)ctx->size, sizeof(*reqs));
 	int *peer_of = calloc(2 * (size_t)ctx->size, sizeof(*peer_of));
@@ -231,8 +230,8 @@ static int hs_round(struct gw_ctx *ctx, struct hs_peer *hp, uint32_t seq, char *
 
 		for (size_t i = 0; i < nreq; i++) {
 			if (i % 2 == 0) /* receives: what arrived */
-				*(hello ? &hp[peer_of[i]].hello_in_len : &hp[peer_of[i]].fin_in_len) =
-					reqs[i].result;
+				*(hello ? &hp[peer_of[i]].hello_in_len
+					: &hp[peer_of[i]].fin_in_len) = reqs[i].result;
 			if (!rc && wrc && reqs[i].result < 0) {
 				rc = (int)reqs[i].result;
 				hs_fail(ctx, peer_of[i], i % 2 ? "sending" : "receiving",
