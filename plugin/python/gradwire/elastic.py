@@ -9,9 +9,10 @@ one flat allreduce with the lossy codec and error feedback, and one exact
 allreduce of a flag, "a joiner waits", so every member re-forms at the same
 step. When a call fails (a rank died, or revoked), every survivor:
   1. drops the step: it does not step its optimizer;
-  2. closes the context and re-forms (Membership.reform(), the failed rank
-     named by the error as gone);
-  3. connects the new epoch's context;
+  2. agrees on the next epoch's members (Membership.reform(), the failed
+     rank named by the error as gone);
+  3. re-forms its context over them (Context.reform()): links to the other
+     survivors stay, with their codecs; newcomers connect;
   4. takes the state of the member furthest on (the lowest rank of them):
      parameters, optimizer state and step counter, broadcast exactly over
      gradwire (MAC-covered when a key is set) and checked by its SHA-256.
@@ -21,8 +22,8 @@ step rather than it going back. So no replica goes back, nobody applies a
 partial average, and the replicas are identical after every re-form. A
 joiner does 3 and 4 after join().
 
-Error feedback follows a change. Before it closes a context, a member takes
-what its residuals owe the gradients as one vector over them
+Error feedback follows a change. Before it re-forms its context, a member
+takes what its residuals owe the gradients as one vector over them
 (Context.residual_sum()) and adds it to its gradients at the first step of
 the next epoch: it enters the new members' sum as it would have entered
 the old one, whatever the new chunks and owners (that is the re-slicing;
@@ -36,8 +37,6 @@ A process killed after an epoch was decided with it, before it connected
 waiting for its address until the library's timeout. While they wait for
 a member, they watch its heartbeat (Membership.beat()): silent for dead_s,
 it is gone, the epoch fails to form, and the next leaves it out.
-
-Not yet: keeping the links of the survivors (each epoch connects anew).
 """
 import errno
 import hashlib
