@@ -18,10 +18,11 @@ SIGTERM; a joiner the members refuse (another MAC key, no codec in common)
 exits 3 saying why. --plain trains the same without elasticity (DDP with
 gradwire's hook), the baseline of the overhead figure. --ballast-mb adds
 state that is not trained (a buffer), so a joiner's transfer can be made
-large. The model and data are the DDP benchmark's MLP shape on a
-teacher-student task: each rank's batch of a step is drawn from (seed,
-step, rank, world), so a step redone after a re-form takes new data of the
-new layout.
+large; --compute-ms makes each step take that much longer without using
+the CPU, as an accelerator's compute would. The model and data are the
+DDP benchmark's MLP shape on a teacher-student task: each rank's batch of
+a step is drawn from (seed, step, rank, world), so a step redone after a
+re-form takes new data of the new layout.
 """
 import argparse
 import datetime
@@ -104,6 +105,7 @@ def plain(a, m, opt, stop):
     step = 0
     while not stop and (a.steps is None or step < a.steps):
         x, y = batch(step, a.rank, a.world, a.seed)
+        time.sleep(a.compute_ms / 1000)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
         loss.backward()
@@ -133,6 +135,9 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="the model's and the data's")
     p.add_argument("--ballast-mb", type=int, default=0,
                    help="MiB of state beside the model (a joiner's transfer; the same on all)")
+    p.add_argument("--compute-ms", type=float, default=0,
+                   help="sleep this long in each step, as an accelerator's compute would "
+                        "take time without taking the CPU (benchmarks on few cores)")
     p.add_argument("--plain", action="store_true",
                    help="no elasticity: DDP with gradwire's hook (the overhead's baseline)")
     a = p.parse_args()
@@ -175,6 +180,7 @@ def main():
 
         def compute():
             x, y = batch(step, el.rank, el.world, a.seed)
+            time.sleep(a.compute_ms / 1000)
             return loss_fn(m(x), y)
         loss = el.train_step(compute)
         if loss is None:
