@@ -40,6 +40,13 @@ struct gradwire_context {
 	struct gw_store *file_st; /* context_create_file() */
 	struct gw_store host_st;  /* context_create(): adapter to host */
 	struct gradwire_store host;
+	unsigned queues; /* open queues, under lock: context_reform() waits for none */
+};
+
+/* The host holds this; g is the context the queue runs on. */
+struct gradwire_queue {
+	struct gw_queue *q;
+	struct gradwire_context *g;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -208,12 +215,16 @@ static int plugin_context_reform(struct gradwire_context **pg, uint32_t epoch, i
 	bool ok, fresh;
 	int rc;
 
+	unsigned queues = 0;
+
 	if (!pg || !old_rank || bad_group(rank, size, err, errlen))
 		return -EINVAL;
 	fresh = !*pg;
 	pthread_mutex_lock(&lock);
 	ok = loaded;
-	if (ok) {
+	if (!fresh)
+		queues = (*pg)->queues;
+	if (ok && !queues) {
 		cfg = config;
 		open_contexts += fresh;
 	}
@@ -221,6 +232,13 @@ static int plugin_context_reform(struct gradwire_context **pg, uint32_t epoch, i
 	if (!ok) {
 		say(err, errlen, "gradwire: init() was not called");
 		return -EINVAL;
+	}
+	if (queues) { /* its thread would run on the collectives this frees */
+		say(err, errlen,
+		    "gradwire: context_reform to epoch %u: %u queue(s) of this context are "
+		    "open; queue_destroy() them first",
+		    epoch, queues);
+		return -EBUSY;
 	}
 	g = fresh ? calloc(1, sizeof(*g)) : *pg;
 	if (!g) {
@@ -415,14 +433,29 @@ static int plugin_allgather_f32_counts(struct gradwire_context *g, uint32_t id, 
 	return gw_coll_allgather_f32_counts(g->coll, id, buf, n, counts, flags);
 }
 
-/* A struct gradwire_queue is a struct gw_queue: the host only holds it. */
 static int plugin_queue_create(struct gradwire_context *g, struct gradwire_queue **out)
 {
+	struct gradwire_queue *q;
+	int rc;
+
 	if (unformed(g))
 		return -ENOTCONN;
 	if (!g || !out)
 		return -EINVAL;
-	return gw_queue_create(g->coll, (struct gw_queue **)out);
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	rc = gw_queue_create(g->coll, &q->q);
+	if (rc) {
+		free(q);
+		return rc;
+	}
+	q->g = g;
+	pthread_mutex_lock(&lock);
+	g->queues++;
+	pthread_mutex_unlock(&lock);
+	*out = q;
+	return 0;
 }
 
 static int plugin_queue_submit(struct gradwire_queue *q, uint32_t id, float *buf, uint64_t n,
@@ -430,23 +463,29 @@ static int plugin_queue_submit(struct gradwire_queue *q, uint32_t id, float *buf
 {
 	if (bad_reduce(q, buf, n, op, flags))
 		return -EINVAL;
-	return gw_queue_submit((struct gw_queue *)q, id, buf, n, (enum gw_coll_op)op, flags,
-			       ticket);
+	return gw_queue_submit(q->q, id, buf, n, (enum gw_coll_op)op, flags, ticket);
 }
 
 static int plugin_queue_wait(struct gradwire_queue *q, uint64_t ticket, int timeout_ms)
 {
-	return gw_queue_wait((struct gw_queue *)q, ticket, timeout_ms);
+	return q ? gw_queue_wait(q->q, ticket, timeout_ms) : -EINVAL;
 }
 
 static void plugin_queue_destroy(struct gradwire_queue *q)
 {
-	gw_queue_destroy((struct gw_queue *)q);
+	if (!q)
+		return;
+	gw_queue_destroy(q->q);
+	pthread_mutex_lock(&lock);
+	q->g->queues--;
+	pthread_mutex_unlock(&lock);
+	free(q);
 }
 
 static void plugin_queue_cancel(struct gradwire_queue *q)
 {
-	gw_queue_cancel((struct gw_queue *)q);
+	if (q)
+		gw_queue_cancel(q->q);
 }
 
 static const char *plugin_error(struct gradwire_context *g)

@@ -374,15 +374,22 @@ static int body(int rank, int size, const char *dir, void *varg)
 	    gw->send(c, rank, 5, v, 16, 0) != -EINVAL)
 		FAIL(47, "send accepted a collective's slot or itself");
 
-	/* The queue: 8 allreduces submitted at once, run in order by the
-	 * library's thread, each with the synchronous call's exact result; a
-	 * ticket never issued; after cancel, submits are refused. */
+	/* The queue: context_reform() refused while it is open (its thread
+	 * runs on the context's collectives), the context untouched; 8
+	 * allreduces submitted at once, run in order by the library's thread,
+	 * each with the synchronous call's exact result; a ticket never issued;
+	 * after cancel, submits are refused. */
 	{
 		struct gradwire_queue *q = NULL;
 		static float qv[8][4096];
 		uint64_t t[8], bad;
+		int same[RANKS] = { 0, 1, 2 };
 
 		rc = gw->queue_create(c, &q);
+		if (!rc && (gw->context_reform(&c, 1, rank, size, same, &store, err, sizeof(err)) !=
+				    -EBUSY ||
+			    !strstr(err, "queue_destroy")))
+			FAIL(59, "context_reform with a queue open: \"%s\"", err);
 		for (int k = 0; !rc && k < 8; k++) {
 			for (int i = 0; i < 4096; i++)
 				qv[k][i] = (float)(rank + 1) * (float)(k * 4096 + i);

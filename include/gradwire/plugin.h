@@ -361,9 +361,10 @@ struct gradwire_plugin_v1 {
 	 * last epoch keep their codec and MAC algorithm without a handshake,
 	 * under keys derived for the epoch; frames of another epoch are
 	 * refused. Collectives start afresh and residuals are dropped: take
-	 * residual_sum() first. Destroy the context's queues first. On
-	 * failure *ctx (a new one too) takes only another context_reform(),
-	 * error() (why) and context_destroy(); other calls return -ENOTCONN.
+	 * residual_sum() first. While a queue of *ctx is open it returns
+	 * -EBUSY and changes nothing (queue_destroy() first). On failure *ctx
+	 * (a new one too) takes only another context_reform(), error() (why)
+	 * and context_destroy(); other calls return -ENOTCONN.
 	 */
 	int (*context_reform)(struct gradwire_context **ctx, uint32_t epoch, int rank, int size,
 			      const int *old_rank, const struct gradwire_store *store, char *err,
