@@ -40,7 +40,7 @@ struct gradwire_context {
 	struct gw_store *file_st; /* context_create_file() */
 	struct gw_store host_st;  /* context_create(): adapter to host */
 	struct gradwire_store host;
-	unsigned queues; /* open queues, under lock: context_reform() waits for none */
+	unsigned queues; /* open queues, under lock: context_reform() refuses while any is */
 };
 
 /* The host holds this; g is the context the queue runs on. */
@@ -212,10 +212,9 @@ static int plugin_context_reform(struct gradwire_context **pg, uint32_t epoch, i
 	struct gradwire_context *g;
 	struct gw_config cfg;
 	struct gw_ctx_cfg cc;
+	unsigned queues = 0;
 	bool ok, fresh;
 	int rc;
-
-	unsigned queues = 0;
 
 	if (!pg || !old_rank || bad_group(rank, size, err, errlen))
 		return -EINVAL;
