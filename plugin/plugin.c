@@ -223,7 +223,7 @@ static int plugin_context_reform(struct gradwire_context **pg, uint32_t epoch, i
 	ok = loaded;
 	if (!fresh)
 		queues = (*pg)->queues;
-	if (ok && !queues) {
+	if (ok) {
 		cfg = config;
 		open_contexts += fresh;
 	}
